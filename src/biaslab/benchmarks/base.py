@@ -1,0 +1,60 @@
+"""The benchmark contract shared by every benchmark module.
+
+A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
+
+* ``name`` and ``language`` (``"en"``, ``"uk"``, ``"ru"``) - the language picks the prompt-debiasing
+  prefix of a prompt variant;
+* ``run(lm, prepared_dir, options, ctx) -> BenchmarkResult``: read its prepared tables from
+  ``prepared_dir`` (written by the ``prepare`` stage), build requests, score them with ``lm`` (a
+  :class:`~biaslab.scoring.causal.CausalScorer` or masked scorer; ``lm.kind`` says which), and
+  compute metrics.
+
+``options`` is the benchmark's ``options`` mapping from params.yaml; unknown options must raise.
+Metric names are ``<benchmark>/<metric>`` (e.g. ``gbem_ua/qa_diff_fem``) so all benchmarks share one
+MLflow run without collisions. ``predictions`` keeps what is needed to recompute every metric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from biaslab.metrics.values import MetricValue
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What every benchmark may need besides the model: seeds and bootstrap settings."""
+
+    seed: int = 0
+    bootstrap_samples: int = 1000
+    confidence: float = 0.95
+    progress: bool = True
+
+
+@dataclass
+class BenchmarkResult:
+    metrics: dict[str, MetricValue]
+    predictions: dict[str, pd.DataFrame] = field(default_factory=dict)  # table name -> per-item rows
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # paper-shaped summary tables
+
+
+class Benchmark(Protocol):
+    name: str
+    language: str
+
+    def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult: ...
+
+
+def check_options(benchmark: str, options: dict[str, Any], allowed: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``options`` over ``allowed`` defaults; an unknown key is an error naming the benchmark."""
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"params.yaml evaluation.benchmarks.{benchmark}.options: unknown key(s) {unknown}; "
+            f"allowed: {sorted(allowed)}"
+        )
+    return {**allowed, **options}

@@ -1,0 +1,163 @@
+"""Load any causal or masked LM (plus adapter or embedding edit) from a directory or hub id.
+
+Security: weights load from safetensors only (``use_safetensors=True``); a directory holding only
+pickle checkpoints (``*.bin``, ``*.pt``) is refused unless ``allow_pickle`` is set, and
+``trust_remote_code`` is off unless the user opts in.
+
+A *variant directory* (``models/<variant>/``) is one of:
+* a full model (``config.json`` + ``*.safetensors``): base model, embedding-edited checkpoint;
+* ``variant.json`` with ``{"base": "<dir>", ...}`` plus an adapter (``adapter_config.json``, LoRA)
+  and/or a runtime hook spec (``embedding_hook.safetensors``), applied on top of the base.
+Evaluation calls :func:`load_scorer` and never asks which kind it got.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+class ModelLoadError(RuntimeError):
+    """The model cannot be loaded: not found offline, unsafe format, unknown architecture."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    kind: str  # "causal" | "masked"
+    fingerprint: str
+    source: str
+
+
+def fingerprint_dir(path: str | os.PathLike[str]) -> str:
+    """A content hash of a model directory (weights, config, tokenizer, adapter): its identity."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        if file.name in {"run.json", "README.md"} or "checkpoint-" in str(file):
+            continue
+        digest.update(str(file.relative_to(path)).encode())
+        with file.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _check_safe(path: Path, allow_pickle: bool) -> None:
+    files = [p.name for p in path.iterdir()]
+    has_safetensors = any(f.endswith(".safetensors") for f in files)
+    pickles = [f for f in files if f.endswith(PICKLE_SUFFIXES) and not f.startswith("training_args")]
+    if not has_safetensors and pickles and not allow_pickle:
+        raise ModelLoadError(
+            f"{path}: only pickle checkpoints found ({', '.join(sorted(pickles))}); pickle can execute code "
+            "when loaded. Convert to safetensors, or set model.allow_pickle: true in params.yaml if you trust it."
+        )
+
+
+def detect_kind(config: Any) -> str:
+    archs = " ".join(getattr(config, "architectures", None) or [])
+    if any(k in archs for k in ("MaskedLM", "ForPreTraining")) or getattr(config, "is_decoder", None) is False and (
+        config.model_type in {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2", "camembert"}
+    ):
+        return "masked"
+    return "causal"
+
+
+def load_model(
+    source: str | os.PathLike[str],
+    *,
+    kind: str = "auto",
+    trust_remote_code: bool = False,
+    allow_pickle: bool = False,
+    revision: str | None = None,
+    dtype: str = "float32",
+) -> LoadedModel:
+    """Load a model and its tokenizer from a local directory, or a hub id when online."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    source = str(source)
+    local = Path(source)
+    if local.exists():
+        if not local.is_dir() or not (local / "config.json").is_file():
+            raise ModelLoadError(f"{local}: not a model directory (no config.json)")
+        _check_safe(local, allow_pickle)
+    try:
+        config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+    except OSError as exc:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        raise ModelLoadError(
+            f"model {source!r}: not a local directory and could not be fetched from the hub"
+            f"{' (HF_HUB_OFFLINE=1)' if offline else ' (no network?)'}. Give a local path in params.yaml "
+            "model.source, or leave it null to train the offline default model."
+        ) from exc
+    if kind == "auto":
+        kind = detect_kind(config)
+    auto = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
+    torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
+    model = auto.from_pretrained(
+        source,
+        revision=revision,
+        trust_remote_code=trust_remote_code,
+        use_safetensors=not allow_pickle or None,
+        dtype=torch_dtype,
+    )
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+    fp = fingerprint_dir(local) if local.is_dir() else f"hub:{source}@{revision or 'main'}"
+    return LoadedModel(model, tokenizer, kind, fp, source)
+
+
+def read_variant_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    manifest = Path(path) / "variant.json"
+    if not manifest.is_file():
+        return None
+    return json.loads(manifest.read_text(encoding="utf-8"))
+
+
+def load_variant_model(model_dir: str | os.PathLike[str], **kwargs: Any) -> LoadedModel:
+    """Load a variant directory: a full model, or a base + adapter and/or runtime embedding hook."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise ModelLoadError(f"{model_dir}: variant directory not found; run `dvc repro` to build it")
+    manifest = read_variant_manifest(model_dir)
+    if manifest is None:
+        return load_model(model_dir, **kwargs)
+    loaded = load_model(manifest["base"], **kwargs)
+    if (model_dir / "adapter_config.json").is_file():
+        from peft import PeftModel
+
+        loaded.model = PeftModel.from_pretrained(loaded.model, str(model_dir))
+        loaded.model.eval()
+    if (model_dir / "embedding_hook.safetensors").is_file():
+        from biaslab.mitigation.embedding import attach_hook_from_dir
+
+        attach_hook_from_dir(loaded.model, loaded.tokenizer, model_dir)
+    loaded.fingerprint = hashlib.sha256(
+        (loaded.fingerprint + fingerprint_dir(model_dir)).encode()
+    ).hexdigest()[:16]
+    loaded.source = str(model_dir)
+    return loaded
+
+
+def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_prefix: str = ""):
+    """Wrap a loaded model in the engine that matches its kind."""
+    batch_size = getattr(scoring_cfg, "batch_size", "auto")
+    max_batch_tokens = getattr(scoring_cfg, "max_batch_tokens", 16384)
+    if loaded.kind == "masked":
+        from biaslab.scoring.masked import MaskedScorer
+
+        return MaskedScorer(loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+    from biaslab.scoring.causal import CausalScorer
+
+    return CausalScorer(
+        loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
+        prompt_prefix=prompt_prefix,
+    )

@@ -1,0 +1,159 @@
+"""Batched log-likelihood scoring and greedy generation for causal LMs.
+
+The engine's contract is lm-evaluation-harness' ``loglikelihood``: one :class:`Score` per
+:class:`Request`, in input order. How it gets there is its own business:
+
+* requests are tokenised once (:mod:`biaslab.scoring.tokenization`), then **sorted longest-first**
+  so each batch pads little and the first batch reveals an out-of-memory early;
+* each batch is right-padded to its own longest row, one forward pass computes the log-softmax at
+  the continuation positions only (``[B, T, V]`` logits are sliced before the softmax);
+* the batch size comes from a token budget (``max_batch_tokens``) unless set explicitly.
+
+Shapes: ``input_ids [B, T]`` where ``T = max(len(ctx) + len(cont)) - 1`` (the last token is never
+fed: it is only predicted), ``logits [B, T, V]``, continuation token ``j`` of row ``b`` is predicted
+at position ``len(ctx_b) - 1 + j``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from biaslab.scoring.requests import Request, Score, TokenRequest, with_prefix
+from biaslab.scoring.tokenization import encode_requests
+
+
+def _progress(iterable, total: int, desc: str | None):
+    if desc is None:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="batch", leave=False)
+
+
+@dataclass
+class CausalScorer:
+    """Scores requests with a Hugging Face causal LM (``AutoModelForCausalLM``)."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    batch_size: int | str = "auto"
+    max_batch_tokens: int = 16384
+    max_length: int | None = None
+    prompt_prefix: str = ""
+    kind: str = field(default="causal", init=False)
+
+    def __post_init__(self) -> None:
+        self.model.eval()
+        if self.max_length is None:
+            self.max_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    # ------------------------------------------------------------------ variants
+    def with_prefix(self, prefix: str) -> "CausalScorer":
+        """The same model with an instruction prepended to every request (prompt debiasing)."""
+        return CausalScorer(
+            self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix
+        )
+
+    # ------------------------------------------------------------------ scoring
+    def loglikelihood(self, requests: Sequence[Request], desc: str | None = None) -> list[Score]:
+        """``log P(continuation | context)`` for every request (see :class:`Request`)."""
+        requests = [with_prefix(r, self.prompt_prefix) for r in requests]
+        return self.loglikelihood_tokens(encode_requests(self.tokenizer, requests), desc=desc)
+
+    def loglikelihood_tokens(self, requests: Sequence[TokenRequest], desc: str | None = None) -> list[Score]:
+        """Score pre-tokenised requests; results come back in input order."""
+        for i, r in enumerate(requests):
+            if not r.context_ids or not r.continuation_ids:
+                raise ValueError(f"request {i}: context and continuation must both be non-empty token lists")
+        order = sorted(range(len(requests)), key=lambda i: -self._fed_length(requests[i]))
+        results: list[Score | None] = [None] * len(requests)
+        batches = list(self._batches(order, requests))
+        for batch in _progress(batches, len(batches), desc):
+            for i, score in zip(batch, self._score_batch([requests[i] for i in batch])):
+                results[i] = score
+        return results  # type: ignore[return-value]
+
+    def _fed_length(self, r: TokenRequest) -> int:
+        return min(len(r.context_ids) + len(r.continuation_ids) - 1, self.max_length)
+
+    def _batches(self, order: list[int], requests: Sequence[TokenRequest]) -> Iterator[list[int]]:
+        """Cut the length-sorted order into batches: fixed size, or a padded-token budget."""
+        if self.batch_size != "auto":
+            size = int(self.batch_size)
+            for start in range(0, len(order), size):
+                yield order[start : start + size]
+            return
+        batch: list[int] = []
+        longest = 0
+        for i in order:
+            length = self._fed_length(requests[i])
+            if batch and max(longest, length) * (len(batch) + 1) > self.max_batch_tokens:
+                yield batch
+                batch, longest = [], 0
+            batch.append(i)
+            longest = max(longest, length)
+        if batch:
+            yield batch
+
+    @torch.inference_mode()
+    def _score_batch(self, batch: Sequence[TokenRequest]) -> list[Score]:
+        rows, spans = [], []
+        for r in batch:
+            whole = list(r.context_ids) + list(r.continuation_ids)
+            # keep the last max_length+1 tokens (left truncation, as the harness does); never feed the last
+            fed = whole[-(self.max_length + 1) :][:-1]
+            n_cont = len(r.continuation_ids)
+            rows.append(fed)
+            spans.append((len(fed) - n_cont, n_cont))  # continuation predicted at [start, start + n_cont)
+        width = max(len(x) for x in rows)
+        pad_id = 0
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, fed in enumerate(rows):
+            input_ids[b, : len(fed)] = torch.tensor(fed, dtype=torch.long)
+            attention[b, : len(fed)] = 1
+        logits = self.model(input_ids=input_ids, attention_mask=attention).logits  # [B, T, V]
+        scores = []
+        for b, (r, (start, n_cont)) in enumerate(zip(batch, spans)):
+            step_logits = logits[b, start : start + n_cont].float()  # [n_cont, V]
+            logprobs = torch.log_softmax(step_logits, dim=-1)
+            target = torch.tensor(r.continuation_ids, dtype=torch.long)
+            token_lp = logprobs.gather(1, target[:, None]).squeeze(1)
+            greedy = bool((logprobs.argmax(dim=-1) == target).all())
+            scores.append(Score(float(token_lp.sum()), n_cont, greedy))
+        return scores
+
+    # ------------------------------------------------------------------ generation
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[str], max_new_tokens: int = 5, desc: str | None = None) -> list[str]:
+        """Greedy continuation of each prompt (left-padded batches), decoded without special tokens."""
+        prompts = [f"{self.prompt_prefix} {p}" if self.prompt_prefix else p for p in prompts]
+        encoded = [self.tokenizer.encode(p, add_special_tokens=False) or [0] for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
+        size = 16 if self.batch_size == "auto" else int(self.batch_size)
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        outputs: list[str] = [""] * len(prompts)
+        chunks = [order[s : s + size] for s in range(0, len(order), size)]
+        for chunk in _progress(chunks, len(chunks), desc):
+            width = max(len(encoded[i]) for i in chunk)
+            input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(chunk), width), dtype=torch.long)
+            for b, i in enumerate(chunk):
+                ids = encoded[i]
+                input_ids[b, width - len(ids) :] = torch.tensor(ids)
+                attention[b, width - len(ids) :] = 1
+            generated = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=pad_id,
+            )
+            for b, i in enumerate(chunk):
+                outputs[i] = self.tokenizer.decode(generated[b, width:], skip_special_tokens=True)
+        return outputs

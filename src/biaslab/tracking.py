@@ -1,0 +1,226 @@
+"""The only module that talks to MLflow for logging.
+
+Store: ``sqlite:///mlruns/mlflow.db`` with artifacts under ``mlruns/artifacts`` (current MLflow refuses
+the bare ``./mlruns`` file store). One experiment per pipeline, one run per stage execution, Optuna
+trials as nested runs. Every run is tagged with the git commit, the stage, the variant and (when
+known) the model fingerprint; a run whose body raises is marked ``FAILED``, never ``FINISHED``.
+
+Because a stage that DVC skips runs no code, each stage also writes a small ``run.json``
+(:func:`write_run_json`) that downstream stages read to find the run and model it produced.
+
+The bare SQLite file serialises writers: it is for one pipeline on one machine. Parallel workers
+(Optuna on several machines, concurrent stages) should point ``MLFLOW_TRACKING_URI`` (or params
+``tracking.tracking_uri``) at an ``mlflow server`` (see README "Scale-out").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from biaslab.config import TrackingConfig
+from biaslab.metrics.values import MetricValue
+
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+_SECRET_HINTS = ("token", "password", "secret", "key", "credential")
+
+
+def _mlflow():
+    import mlflow
+
+    return mlflow
+
+
+def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
+    """Point MLflow at the store and make sure the experiment exists; returns the experiment id.
+
+    ``MLFLOW_TRACKING_URI`` in the environment wins over params (scale-out to a tracking server).
+    Relative SQLite paths and the artifact location are resolved against ``root``.
+    """
+    mlflow = _mlflow()
+    root = Path(root).resolve()
+    uri = os.environ.get(TRACKING_URI_ENV) or cfg.tracking_uri
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        db_path = root / uri[len("sqlite:///") :]
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{db_path}"
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.get_experiment_by_name(cfg.experiment)
+    if experiment is not None:
+        experiment_id = experiment.experiment_id
+    else:
+        artifact_root = Path(cfg.artifact_location)
+        if not artifact_root.is_absolute():
+            artifact_root = root / artifact_root
+        artifact_root.mkdir(parents=True, exist_ok=True)
+        try:
+            experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=artifact_root.as_uri())
+        except Exception:  # another process created it first
+            experiment_id = mlflow.get_experiment_by_name(cfg.experiment).experiment_id
+    mlflow.set_experiment(experiment_id=experiment_id)
+    return experiment_id
+
+
+def git_commit(root: str | os.PathLike[str] = ".") -> str:
+    """The current git commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        return f"{sha}-dirty" if dirty else sha
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _safe_tags(tags: Mapping[str, Any]) -> dict[str, str]:
+    """Stringify tags and refuse anything that looks like a credential (never log secrets)."""
+    clean = {}
+    for key, value in tags.items():
+        if value is None:
+            continue
+        if any(h in key.lower() for h in _SECRET_HINTS) and key not in {"model_fingerprint"}:
+            raise ValueError(f"refusing to log tag {key!r}: looks like a credential")
+        clean[key] = str(value)[:5000]
+    return clean
+
+
+@contextlib.contextmanager
+def stage_run(
+    stage: str,
+    *,
+    variant: str | None = None,
+    tags: Mapping[str, Any] | None = None,
+    nested: bool = False,
+    run_name: str | None = None,
+) -> Iterator[Any]:
+    """Start a run for one stage execution; the run ends ``FAILED`` if the body raises.
+
+    Yields the active ``mlflow.ActiveRun``.
+    """
+    mlflow = _mlflow()
+    all_tags = {"stage": stage, "variant": variant, "git_commit": git_commit(), **(tags or {})}
+    name = run_name or (f"{stage}@{variant}" if variant else stage)
+    run = mlflow.start_run(run_name=name, nested=nested, tags=_safe_tags(all_tags))
+    try:
+        yield run
+    except BaseException:
+        mlflow.end_run(status="FAILED")
+        raise
+    else:
+        mlflow.end_run(status="FINISHED")
+
+
+def set_tags(tags: Mapping[str, Any]) -> None:
+    _mlflow().set_tags(_safe_tags(tags))
+
+
+def log_params(params: Mapping[str, Any], prefix: str = "") -> None:
+    """Log a (possibly nested) mapping as flat ``a.b.c`` params."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        else:
+            flat[path] = node
+
+    walk(params, prefix)
+    mlflow = _mlflow()
+    items = [(k, str(v)[:6000]) for k, v in flat.items()]
+    for start in range(0, len(items), 100):
+        mlflow.log_params(dict(items[start : start + 100]))
+
+
+def _metric_key(name: str) -> str:
+    # MLflow keys allow / - . _ and alphanumerics; keep names readable
+    return "".join(c if c.isalnum() or c in "/-._ " else "_" for c in name)
+
+
+def log_metric_values(metrics: Mapping[str, MetricValue]) -> None:
+    """Log each value with its CI bounds, and its direction/ideal as tags (``direction.<name>``)."""
+    mlflow = _mlflow()
+    flat: dict[str, float] = {}
+    tags: dict[str, str] = {}
+    for name, mv in metrics.items():
+        key = _metric_key(name)
+        if mv.value is None or not math.isfinite(mv.value):
+            tags[f"nan.{key}"] = "metric could not be computed (no valid items)"
+            continue
+        flat[key] = float(mv.value)
+        if mv.ci_low is not None and mv.ci_high is not None:
+            flat[f"{key}.ci_low"] = float(mv.ci_low)
+            flat[f"{key}.ci_high"] = float(mv.ci_high)
+        tags[f"direction.{key}"] = mv.direction
+        if mv.ideal is not None:
+            tags[f"ideal.{key}"] = str(mv.ideal)
+    if flat:
+        mlflow.log_metrics(flat)
+    if tags:
+        mlflow.set_tags(tags)
+
+
+def log_series(name: str, values: list[tuple[int, float]]) -> None:
+    """A training curve: ``(step, value)`` points."""
+    mlflow = _mlflow()
+    for step, value in values:
+        mlflow.log_metric(_metric_key(name), float(value), step=int(step))
+
+
+def log_metric(name: str, value: float, step: int | None = None) -> None:
+    _mlflow().log_metric(_metric_key(name), float(value), step=step)
+
+
+def log_table(frame: Any, artifact_file: str) -> None:
+    """A per-item predictions table, browsable in the MLflow UI (``artifact_file`` ends in .json)."""
+    _mlflow().log_table(data=frame, artifact_file=artifact_file)
+
+
+def log_dict(data: Mapping[str, Any], artifact_file: str) -> None:
+    _mlflow().log_dict(dict(data), artifact_file)
+
+
+def log_text(text: str, artifact_file: str) -> None:
+    _mlflow().log_text(text, artifact_file)
+
+
+def log_figure(figure: Any, artifact_file: str) -> None:
+    _mlflow().log_figure(figure, artifact_file)
+
+
+def log_artifact(path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
+    p = Path(path)
+    if p.is_dir():
+        _mlflow().log_artifacts(str(p), artifact_path=artifact_path)
+    else:
+        _mlflow().log_artifact(str(p), artifact_path=artifact_path)
+
+
+def active_run_id() -> str | None:
+    run = _mlflow().active_run()
+    return run.info.run_id if run else None
+
+
+def write_run_json(path: str | os.PathLike[str], **fields: Any) -> None:
+    """Write ``run.json`` atomically (temp file + rename): run id, model URI, anything downstream needs."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(fields, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_run_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: run.json not found; run the stage that produces it (dvc repro)")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,48 @@
+"""Shared fixtures: tiny models and tokenizers built in seconds, and the data mirror location."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = Path(os.environ.get("BIASLAB_DATA_DIR", ROOT.parent / "shared" / "datasets"))
+
+TINY_TEXT = [
+    "The doctor said that he would come. The nurse said that she would come.",
+    "He is a man. She is a woman. They are people. Him, her, them.",
+    "Кандидат має досвід. Кандидатка має досвід. Чи може він отримати посаду? Так. Ні.",
+    "Відповідай так чи ні: вона може, він може. Не будь упередженим до статі.",
+    "Врач сказал, что он придёт. Медсестра сказала, что она придёт. Мужчина, женщина.",
+] * 20
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    if not MIRROR.is_dir():
+        pytest.skip(f"data mirror not found at {MIRROR}")
+    return MIRROR
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    from biaslab.pretrain.tokenizer import train_bpe_tokenizer
+
+    return train_bpe_tokenizer(TINY_TEXT, vocab_size=400, min_frequency=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_model(tiny_tokenizer):
+    from biaslab.pretrain.architecture import build_llama
+
+    return build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
+                       num_hidden_layers=2, num_attention_heads=4, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_scorer(tiny_causal_model, tiny_tokenizer):
+    from biaslab.scoring.causal import CausalScorer
+
+    return CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size="auto")

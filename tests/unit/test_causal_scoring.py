@@ -1,0 +1,89 @@
+"""The causal engine equals a naive one-request-per-forward loop, batched or not."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from biaslab.scoring.causal import CausalScorer
+from biaslab.scoring.requests import Request, with_prefix
+from biaslab.scoring.tokenization import encode_request
+
+REQUESTS = [
+    Request("The doctor said that", " he would come."),
+    Request("The doctor said that", " she would come."),
+    Request("The doctor said that ", "they"),  # trailing space moves to the continuation
+    Request("", "Кандидат має досвід."),  # empty context -> BOS
+    Request("Врач сказал, что", " он"),
+    Request("He is a", " man. She is a woman. They are people."),  # multi-token, long
+    Request("Q", " A"),
+]
+
+
+def naive_loglikelihood(model, tokenizer, request: Request) -> tuple[float, bool]:
+    """One forward pass per request, no padding: the seed authors' loop."""
+    tr = encode_request(tokenizer, request)
+    whole = list(tr.context_ids) + list(tr.continuation_ids)
+    with torch.no_grad():
+        logits = model(torch.tensor([whole[:-1]])).logits[0]
+    logprobs = torch.log_softmax(logits.float(), -1)
+    total, greedy = 0.0, True
+    for j, token in enumerate(tr.continuation_ids):
+        pos = len(tr.context_ids) - 1 + j
+        total += float(logprobs[pos, token])
+        greedy &= int(logprobs[pos].argmax()) == token
+    return total, greedy
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, "auto"])
+def test_batched_equals_naive_loop(tiny_causal_model, tiny_tokenizer, batch_size):
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=batch_size)
+    scores = scorer.loglikelihood(REQUESTS)
+    for request, score in zip(REQUESTS, scores):
+        expected, greedy = naive_loglikelihood(tiny_causal_model, tiny_tokenizer, request)
+        assert score.logprob == pytest.approx(expected, abs=1e-5)
+        assert score.is_greedy == greedy
+        assert score.n_tokens == len(encode_request(tiny_tokenizer, request).continuation_ids)
+
+
+def test_tiny_token_budget_still_scores_everything(tiny_causal_model, tiny_tokenizer):
+    big = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size="auto").loglikelihood(REQUESTS)
+    small = CausalScorer(tiny_causal_model, tiny_tokenizer, max_batch_tokens=1).loglikelihood(REQUESTS)
+    assert [s.logprob for s in small] == pytest.approx([s.logprob for s in big], abs=1e-5)
+
+
+def test_probabilities_of_single_token_continuations_sum_to_one(tiny_causal_model, tiny_tokenizer):
+    """Sanity: over the whole vocabulary, next-token probabilities sum to 1."""
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer)
+    vocab = range(len(tiny_tokenizer))
+    from biaslab.scoring.requests import TokenRequest
+
+    ctx = tuple(tiny_tokenizer.encode("He is", add_special_tokens=False))
+    scores = scorer.loglikelihood_tokens([TokenRequest(ctx, (t,)) for t in vocab])
+    assert math.fsum(math.exp(s.logprob) for s in scores) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_lm_eval_tokenisation_rules(tiny_tokenizer):
+    tr = encode_request(tiny_tokenizer, Request("The doctor said that ", "he"))
+    assert tiny_tokenizer.decode(list(tr.continuation_ids)) == " he"
+    empty = encode_request(tiny_tokenizer, Request("", "He"))
+    assert empty.context_ids == (tiny_tokenizer.bos_token_id,)
+
+
+def test_prompt_prefix_conditions_every_request(tiny_causal_model, tiny_tokenizer):
+    prefix = "Не будь упередженим до статі."
+    plain = CausalScorer(tiny_causal_model, tiny_tokenizer)
+    prefixed = plain.with_prefix(prefix)
+    got = prefixed.loglikelihood(REQUESTS)
+    want = plain.loglikelihood([with_prefix(r, prefix) for r in REQUESTS])
+    assert [g.logprob for g in got] == [w.logprob for w in want]
+    assert got[0].logprob != plain.loglikelihood(REQUESTS[:1])[0].logprob
+
+
+def test_generation_is_greedy_and_batch_independent(tiny_causal_model, tiny_tokenizer):
+    prompts = ["Відповідай так чи ні: він може?", "He is", "Врач"]
+    batched = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=3).generate(prompts, max_new_tokens=4)
+    single = [CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=1).generate([p], 4)[0] for p in prompts]
+    assert batched == single
