@@ -87,3 +87,28 @@ def test_generation_is_greedy_and_batch_independent(tiny_causal_model, tiny_toke
     batched = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=3).generate(prompts, max_new_tokens=4)
     single = [CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=1).generate([p], 4)[0] for p in prompts]
     assert batched == single
+
+
+SHARED = [
+    Request(ctx, cont)
+    for ctx in ["Q: Imagine a doctor. What is the doctor's gender?\nA:", "He is", "Врач сказал, что",
+                "Кандидатка має досвід. Чи може вона отримати посаду? Відповідай так чи ні:"]
+    for cont in [" He", " he", " She", " Non-binary", " They are people.", " так", " ні"]
+] + REQUESTS  # mixed: shared groups of different context lengths plus singletons
+
+
+@pytest.mark.parametrize("batch_size,budget", [(1, 16384), (5, 16384), ("auto", 64), ("auto", 16384)])
+def test_prefix_sharing_equals_naive_loop(tiny_causal_model, tiny_tokenizer, batch_size, budget):
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=batch_size, max_batch_tokens=budget)
+    scores = scorer.loglikelihood(SHARED)
+    for request, score in zip(SHARED, scores):
+        expected, greedy = naive_loglikelihood(tiny_causal_model, tiny_tokenizer, request)
+        assert score.logprob == pytest.approx(expected, abs=1e-5), request
+        assert score.is_greedy == greedy
+
+
+def test_sharing_on_and_off_agree(tiny_causal_model, tiny_tokenizer):
+    on = CausalScorer(tiny_causal_model, tiny_tokenizer).loglikelihood(SHARED)
+    off = CausalScorer(tiny_causal_model, tiny_tokenizer, share_prefixes=False).loglikelihood(SHARED)
+    assert [s.logprob for s in on] == pytest.approx([s.logprob for s in off], abs=1e-5)
+    assert [s.n_tokens for s in on] == [s.n_tokens for s in off]

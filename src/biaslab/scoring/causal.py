@@ -7,7 +7,13 @@ The engine's contract is lm-evaluation-harness' ``loglikelihood``: one :class:`S
   so each batch pads little and the first batch reveals an out-of-memory early;
 * each batch is right-padded to its own longest row, one forward pass computes the log-softmax at
   the continuation positions only (``[B, T, V]`` logits are sliced before the softmax);
-* the batch size comes from a token budget (``max_batch_tokens``) unless set explicitly.
+* the batch size comes from a token budget (``max_batch_tokens``) unless set explicitly;
+* **prefix sharing**: requests with the same (non-trivial) context - OccuGender's ~26 surface forms per
+  prompt, GBEM-UA's " так"/" ні" pair, ClozeGender's him/her pair - run that context once. Contexts of
+  a chunk are left-padded so they end together (``ctx [G, Lc]``), their KV cache is gathered per
+  continuation row (``index_select`` over the batch dim), and only the continuations' own tokens run
+  again (``cont [R, W]``, ``W = max(len(cont)) - 1``). The first continuation token is scored from the
+  context pass' last logits, so single-token continuations cost no second pass at all.
 
 Shapes: ``input_ids [B, T]`` where ``T = max(len(ctx) + len(cont)) - 1`` (the last token is never
 fed: it is only predicted), ``logits [B, T, V]``, continuation token ``j`` of row ``b`` is predicted
@@ -43,6 +49,7 @@ class CausalScorer:
     max_batch_tokens: int = 16384
     max_length: int | None = None
     prompt_prefix: str = ""
+    share_prefixes: bool = True
     kind: str = field(default="causal", init=False)
 
     def __post_init__(self) -> None:
@@ -54,7 +61,8 @@ class CausalScorer:
     def with_prefix(self, prefix: str) -> "CausalScorer":
         """The same model with an instruction prepended to every request (prompt debiasing)."""
         return CausalScorer(
-            self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix
+            self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix,
+            self.share_prefixes,
         )
 
     # ------------------------------------------------------------------ scoring
@@ -68,13 +76,117 @@ class CausalScorer:
         for i, r in enumerate(requests):
             if not r.context_ids or not r.continuation_ids:
                 raise ValueError(f"request {i}: context and continuation must both be non-empty token lists")
-        order = sorted(range(len(requests)), key=lambda i: -self._fed_length(requests[i]))
         results: list[Score | None] = [None] * len(requests)
+        shared, single = self._split_shared(requests)
+        order = sorted(single, key=lambda i: -self._fed_length(requests[i]))
         batches = list(self._batches(order, requests))
-        for batch in _progress(batches, len(batches), desc):
-            for i, score in zip(batch, self._score_batch([requests[i] for i in batch])):
+        chunks = list(self._shared_chunks(shared, requests))
+        for kind, work in _progress([("single", b) for b in batches] + [("shared", c) for c in chunks],
+                                    len(batches) + len(chunks), desc):
+            if kind == "single":
+                scores = self._score_batch([requests[i] for i in work])
+                indices = work
+            else:
+                indices = [i for group in work for i in group]
+                scores = self._score_shared_chunk([[requests[i] for i in group] for group in work])
+            for i, score in zip(indices, scores):
                 results[i] = score
         return results  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ prefix sharing
+    def _split_shared(self, requests: Sequence[TokenRequest]) -> tuple[list[list[int]], list[int]]:
+        """Group request indices by context; groups of >= 2 with a real context share its forward pass."""
+        if not self.share_prefixes:
+            return [], list(range(len(requests)))
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.context_ids, []).append(i)
+        shared, single = [], []
+        for ctx, members in groups.items():
+            longest = max(len(requests[i].continuation_ids) for i in members)
+            if len(members) >= 2 and len(ctx) >= 2 and len(ctx) + longest - 1 <= self.max_length:
+                shared.append(members)
+            else:
+                single.extend(members)
+        return shared, single
+
+    def _shared_chunks(self, groups: list[list[int]], requests: Sequence[TokenRequest]) -> Iterator[list[list[int]]]:
+        """Pack context groups (longest context first) into chunks within the padded-token budget."""
+        budget = self.max_batch_tokens
+        max_rows = None if self.batch_size == "auto" else max(1, int(self.batch_size))
+        groups = sorted(groups, key=lambda g: -len(requests[g[0]].context_ids))
+        chunk: list[list[int]] = []
+        ctx_len = rows = width = 0
+        for group in groups:
+            c = len(requests[group[0]].context_ids)
+            w = max(len(requests[i].continuation_ids) for i in group) - 1
+            # a huge group is split so each piece fits the budget on its own
+            per_piece = max(1, budget // max(1, c + w))
+            if max_rows:
+                per_piece = min(per_piece, max_rows)
+            for start in range(0, len(group), per_piece):
+                piece = group[start : start + per_piece]
+                new_ctx, new_rows, new_width = max(ctx_len, c), rows + len(piece), max(width, w)
+                too_big = new_rows * (new_ctx + new_width) > budget or (max_rows and new_rows > max_rows)
+                if chunk and too_big:
+                    yield chunk
+                    chunk, ctx_len, rows, width = [], 0, 0, 0
+                    new_ctx, new_rows, new_width = c, len(piece), w
+                chunk.append(piece)
+                ctx_len, rows, width = new_ctx, new_rows, new_width
+        if chunk:
+            yield chunk
+
+    @torch.inference_mode()
+    def _score_shared_chunk(self, groups: Sequence[Sequence[TokenRequest]]) -> list[Score]:
+        """Score groups of requests that share a context; returns scores in group-major order."""
+        contexts = [list(g[0].context_ids) for g in groups]
+        n_groups, ctx_width = len(contexts), max(len(c) for c in contexts)
+        # contexts left-padded so they all end at column ctx_width - 1: ctx_ids [G, Lc]
+        ctx_ids = torch.zeros((n_groups, ctx_width), dtype=torch.long)
+        ctx_mask = torch.zeros((n_groups, ctx_width), dtype=torch.long)
+        for g, ctx in enumerate(contexts):
+            ctx_ids[g, ctx_width - len(ctx) :] = torch.tensor(ctx)
+            ctx_mask[g, ctx_width - len(ctx) :] = 1
+        ctx_pos = (ctx_mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ctx_ids, attention_mask=ctx_mask, position_ids=ctx_pos, use_cache=True)
+        first_logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [G, V]
+
+        rows = [(g, r) for g, group in enumerate(groups) for r in group]
+        width = max(len(r.continuation_ids) for _, r in rows) - 1
+        later_logprobs = None
+        if width > 0:
+            # every continuation minus its last token, right-padded: cont_ids [R, W]
+            cont_ids = torch.zeros((len(rows), width), dtype=torch.long)
+            cont_mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for b, (_, r) in enumerate(rows):
+                fed = r.continuation_ids[:-1]
+                if fed:
+                    cont_ids[b, : len(fed)] = torch.tensor(fed)
+                    cont_mask[b, : len(fed)] = 1
+            owner = torch.tensor([g for g, _ in rows])
+            cache = out.past_key_values
+            cache.reorder_cache(owner)  # KV of each row's own context: [R, heads, Lc, head_dim]
+            attention = torch.cat([ctx_mask[owner], cont_mask], dim=1)  # [R, Lc + W]
+            lengths = ctx_mask.sum(-1)[owner]  # [R]
+            positions = lengths[:, None] + torch.arange(width)[None, :]  # [R, W]
+            logits = self.model(
+                input_ids=cont_ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
+                use_cache=True,
+            ).logits  # [R, W, V]
+            later_logprobs = torch.log_softmax(logits.float(), dim=-1)
+        scores = []
+        for b, (g, r) in enumerate(rows):
+            target = r.continuation_ids
+            step = [first_logprobs[g]]
+            if len(target) > 1:
+                step.extend(later_logprobs[b, : len(target) - 1])
+            stacked = torch.stack(step)  # [n_cont, V]
+            t = torch.tensor(target)
+            token_lp = stacked.gather(1, t[:, None]).squeeze(1)
+            greedy = bool((stacked.argmax(-1) == t).all())
+            scores.append(Score(float(token_lp.sum()), len(target), greedy))
+        return scores
 
     def _fed_length(self, r: TokenRequest) -> int:
         return min(len(r.context_ids) + len(r.continuation_ids) - 1, self.max_length)

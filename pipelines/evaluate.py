@@ -1,0 +1,29 @@
+"""Stage `evaluate@<variant>`: every enabled benchmark on one variant, logged to MLflow.
+
+    python pipelines/evaluate.py --variant base
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from biaslab.config import load_params
+from biaslab.evaluation import evaluate_variant
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", required=True, help="a variant name from params.yaml `variants`")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args()
+    try:
+        metrics = evaluate_variant(load_params(args.params), args.variant, Path("."))
+    except Exception as exc:  # the message names file/row/key; the traceback is noise for users
+        print(f"evaluate@{args.variant}: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"evaluate@{args.variant}: {len(metrics)} metrics -> metrics/{args.variant}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Evaluate one variant on every enabled benchmark, identically for every variant.
+
+The variant decides only *which model directory* is loaded and *which prompt prefix* (if any) is
+prepended; the benchmarks, scoring engine and metrics are the same code path for all variants, so
+numbers are comparable. Which benchmarks run is data: ``evaluation.benchmarks`` in params.yaml maps a
+name to the module that implements it (see :mod:`biaslab.benchmarks.base`).
+
+Outputs (all written atomically, so a killed evaluation leaves no metrics file):
+* ``metrics/<variant>.json`` - every metric with direction, ideal value and bootstrap CI (DVC metrics);
+* ``data/predictions/<variant>/<benchmark>__<table>.parquet`` - per-item rows to recompute any metric;
+* ``reports/tables/<variant>/<benchmark>__<table>.csv`` - paper-shaped summary tables;
+* one MLflow run with the metrics, direction/ideal tags, per-item tables and a readable summary.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab import tracking
+from biaslab.atomic import atomic_dir, atomic_write_text, remove_outputs
+from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
+from biaslab.config import Params
+from biaslab.metrics.values import MetricValue
+
+
+class EvaluationError(RuntimeError):
+    """A benchmark produced an unusable number (NaN/inf log-probabilities) or could not run."""
+
+
+@dataclass(frozen=True)
+class EvaluationOutputs:
+    """Where one variant's evaluation writes; paths are stated once, here."""
+
+    metrics: Path
+    predictions: Path
+    tables: Path
+    run_file: Path
+
+    @classmethod
+    def for_variant(cls, variant: str, root: Path = Path(".")) -> "EvaluationOutputs":
+        return cls(
+            metrics=root / "metrics" / f"{variant}.json",
+            predictions=root / "data" / "predictions" / variant,
+            tables=root / "reports" / "tables" / variant,
+            run_file=root / "runs" / f"evaluate_{variant}.json",
+        )
+
+
+def load_benchmark(name: str, module: str) -> Benchmark:
+    """Import ``module`` and return its ``BENCHMARK`` object, with a clear error when it is missing."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise EvaluationError(
+            f"params.yaml evaluation.benchmarks.{name}.module: cannot import {module!r} ({exc})"
+        ) from exc
+    benchmark = getattr(mod, "BENCHMARK", None)
+    if benchmark is None:
+        raise EvaluationError(f"{module}: defines no BENCHMARK object (see biaslab.benchmarks.base)")
+    return benchmark
+
+
+def set_threads(num_threads: int | None) -> int:
+    """Use one intra-op thread per physical core by default (hyper-threads slow GEMMs down)."""
+    import torch
+
+    if num_threads is None:
+        num_threads = max(1, (os.cpu_count() or 2))
+    torch.set_num_threads(num_threads)
+    return num_threads
+
+
+def check_finite(benchmark: str, result: BenchmarkResult) -> None:
+    """A number we did not compute must never be reported.
+
+    Infinite values anywhere, and NaN in any log-probability / probability / score column, fail the
+    evaluation with the table, row and column named (a NaN elsewhere, e.g. an undefined F1 in a
+    summary row, is allowed and logged as "could not be computed").
+    """
+    import numpy as np
+
+    for table, frame in result.predictions.items():
+        numeric = frame.select_dtypes("number")
+        if numeric.empty:
+            continue
+        values = numeric.to_numpy(dtype=float)
+        scored = np.array([any(k in c.lower() for k in ("logprob", "prob", "score", "ll")) for c in numeric.columns])
+        bad = np.isinf(values) | (np.isnan(values) & scored[None, :])
+        if bad.any():
+            row, col = (int(i[0]) for i in np.nonzero(bad))
+            raise EvaluationError(
+                f"benchmark {benchmark}: predictions table {table!r}, row {row}, column {numeric.columns[col]!r} "
+                f"is {values[row, col]}: the model returned NaN/inf log-probabilities; nothing was written"
+            )
+    for name, mv in result.metrics.items():
+        if mv.value is not None and math.isinf(mv.value):
+            raise EvaluationError(f"benchmark {benchmark}: metric {name} is infinite; nothing was written")
+
+
+def metrics_payload(metrics: dict[str, MetricValue], **meta: Any) -> dict[str, Any]:
+    return {"metrics": {k: v.to_dict() for k, v in sorted(metrics.items())}, **meta}
+
+
+def summary_markdown(variant: str, source: str, metrics: dict[str, MetricValue]) -> str:
+    """The readable table shown in the MLflow run: metric, value, 95% CI, direction, ideal."""
+    lines = [
+        f"# Evaluation of variant `{variant}`",
+        "",
+        f"Model: `{source}`",
+        "",
+        "| metric | value | 95% CI | better | ideal |",
+        "|---|---:|---|---|---:|",
+    ]
+    for name, mv in sorted(metrics.items()):
+        ci = f"[{mv.ci_low:.4f}, {mv.ci_high:.4f}]" if mv.ci_low is not None and mv.ci_high is not None else ""
+        value = f"{mv.value:.4f}" if mv.value is not None and math.isfinite(mv.value) else "n/a"
+        better = {"higher": "higher", "lower": "lower", "target": "closer to ideal"}[mv.direction]
+        ideal = "" if mv.ideal is None else f"{mv.ideal:g}"
+        lines.append(f"| {name} | {value} | {ci} | {better} | {ideal} |")
+    return "\n".join(lines) + "\n"
+
+
+def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) -> dict[str, MetricValue]:
+    """Run every enabled benchmark on one variant; write metrics, predictions, tables; log one MLflow run."""
+    from biaslab.models import load_variant_model, make_scorer
+
+    variant = params.variant(variant_name)
+    outputs = EvaluationOutputs.for_variant(variant_name, root)
+    remove_outputs(outputs.metrics, outputs.run_file)  # a failed run must not leave an old file looking new
+    prepared = root / params.data.prepared_dir
+    ctx = EvalContext(
+        seed=params.evaluation.seed,
+        bootstrap_samples=params.evaluation.bootstrap_samples,
+        confidence=params.evaluation.confidence,
+    )
+    threads = set_threads(params.scoring.num_threads)
+    tracking.configure(params.tracking, root)
+    loaded = load_variant_model(
+        root / variant.model_dir,
+        kind=params.model.kind,
+        trust_remote_code=params.model.trust_remote_code,
+        allow_pickle=params.model.allow_pickle,
+    )
+    scorer = make_scorer(loaded, params.scoring)
+    all_metrics: dict[str, MetricValue] = {}
+    predictions: dict[str, pd.DataFrame] = {}
+    tables: dict[str, pd.DataFrame] = {}
+    tags = {"model_fingerprint": loaded.fingerprint, "model_source": loaded.source, "method": variant.method,
+            "model_kind": loaded.kind}
+    with tracking.stage_run("evaluate", variant=variant_name, tags=tags) as run:
+        tracking.log_params({"variant": variant.model_dump(), "evaluation": {
+            "seed": ctx.seed, "bootstrap_samples": ctx.bootstrap_samples, "confidence": ctx.confidence,
+            "benchmarks": {k: v.model_dump() for k, v in params.evaluation.benchmarks.items()}},
+            "scoring": params.scoring.model_dump(), "threads": threads})
+        timings: dict[str, float] = {}
+        for name, entry in params.evaluation.benchmarks.items():
+            if not entry.enabled:
+                continue
+            benchmark = load_benchmark(name, entry.module)
+            prefix = variant.prompt_prefix.get(benchmark.language, "")
+            lm = scorer.with_prefix(prefix) if prefix else scorer
+            start = time.perf_counter()
+            result = benchmark.run(lm, prepared, dict(entry.options), ctx)
+            timings[name] = time.perf_counter() - start
+            check_finite(name, result)
+            all_metrics.update(result.metrics)
+            predictions.update({f"{name}__{t}": f for t, f in result.predictions.items()})
+            tables.update({f"{name}__{t}": f for t, f in result.tables.items()})
+        tracking.log_metric_values(all_metrics)
+        for name, seconds in timings.items():
+            tracking.log_metric(f"timing/{name}_seconds", seconds)
+        for name, frame in predictions.items():
+            tracking.log_table(frame.reset_index(drop=True), f"predictions/{name}.json")
+        for name, frame in tables.items():
+            tracking.log_text(frame.to_csv(), f"tables/{name}.csv")
+        summary = summary_markdown(variant_name, loaded.source, all_metrics)
+        tracking.log_text(summary, "summary.md")
+        run_id = run.info.run_id
+
+        with atomic_dir(outputs.predictions) as tmp:
+            for name, frame in predictions.items():
+                frame.to_parquet(tmp / f"{name}.parquet", index=False)
+        with atomic_dir(outputs.tables) as tmp:
+            for name, frame in tables.items():
+                frame.to_csv(tmp / f"{name}.csv")
+            (tmp / "summary.md").write_text(summary, encoding="utf-8")
+        payload = metrics_payload(
+            all_metrics, variant=variant_name, method=variant.method, model_dir=variant.model_dir,
+            model_source=loaded.source, model_fingerprint=loaded.fingerprint, run_id=run_id,
+        )
+        atomic_write_text(outputs.metrics, json.dumps(payload, indent=2, sort_keys=False) + "\n")
+        tracking.write_run_json(outputs.run_file, run_id=run_id, model_dir=variant.model_dir,
+                                fingerprint=loaded.fingerprint, variant=variant_name)
+    return all_metrics

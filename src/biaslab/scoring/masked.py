@@ -1,0 +1,172 @@
+"""Batched pseudo-log-likelihood scoring for masked LMs (BERT, RoBERTa, XLM-R, ...).
+
+PPLL (Salazar et al. 2020, "Masked Language Model Scoring", Eq. 1-2)::
+
+    PLL(S) = sum_{t in positions} log P(w_t | S with w_t replaced by [MASK])
+
+Masking one token at a time needs one forward pass per scored token. The engine turns every
+(sentence, position) pair of *all* sentences of a call into one masked copy ("job"), sorts the jobs
+by sentence length (longest first) and packs them into batches under a padded-token budget, so a
+benchmark with thousands of sentences runs in full batches instead of one tiny forward per token.
+
+MPLL (CrowS-Pairs, Nangia et al. 2020, §3) is the same sum restricted to the positions of the tokens
+shared by two sentences: pass those ``positions``; :mod:`biaslab.benchmarks.pair_preference` finds
+them with ``difflib`` on token ids as the authors' ``metric.py`` does.
+
+Memory: a ``[B, T, V]`` logits tensor for every masked copy is mostly waste (only one position per
+row is scored). A forward pre-hook on the output-embedding projection (``get_output_embeddings()``,
+the ``hidden -> vocab`` Linear of BERT/RoBERTa/XLM-R/DistilBERT heads) keeps only the masked row's
+hidden state, so the head computes ``[B, 1, V]`` logits. Models without an output-embedding module
+fall back to full logits.
+
+Shapes: ``input_ids [B, T]`` (right-padded), ``mask_pos [B]``, ``logits [B, 1, V]`` (hooked) or
+``[B, T, V]`` (fallback), ``logprobs [B, V]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from biaslab.scoring.causal import _progress
+
+
+@dataclass
+class MaskedScorer:
+    """Scores sentences with a Hugging Face masked LM (``AutoModelForMaskedLM``)."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    batch_size: int | str = "auto"
+    max_batch_tokens: int = 16384
+    max_length: int | None = None
+    kind: str = field(default="masked", init=False)
+
+    def __post_init__(self) -> None:
+        self.model.eval()
+        if self.tokenizer.mask_token_id is None:
+            raise ValueError("masked scoring needs a tokenizer with a mask token ([MASK] / <mask>)")
+        if self.max_length is None:
+            limit = getattr(self.tokenizer, "model_max_length", None)
+            positions = getattr(self.model.config, "max_position_embeddings", 512)
+            self.max_length = int(limit) if limit and limit < 1_000_000 else int(positions)
+
+    # ------------------------------------------------------------------ tokenisation
+    def encode(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Token ids with the model's special tokens (``[CLS] ... [SEP]`` / ``<s> ... </s>``)."""
+        out = []
+        for i, sentence in enumerate(sentences):
+            ids = list(self.tokenizer(sentence, add_special_tokens=True)["input_ids"])
+            if len(ids) > self.max_length:
+                raise ValueError(
+                    f"sentence {i} has {len(ids)} tokens, more than the model's maximum {self.max_length}: "
+                    f"{sentence[:80]!r}"
+                )
+            out.append(ids)
+        return out
+
+    def scorable_positions(self, token_ids: Sequence[int]) -> list[int]:
+        """Positions of the non-special tokens (what PPLL sums over)."""
+        special = self.tokenizer.get_special_tokens_mask(list(token_ids), already_has_special_tokens=True)
+        return [i for i, s in enumerate(special) if not s]
+
+    # ------------------------------------------------------------------ scoring
+    def sentence_pll(self, sentences: Sequence[str], desc: str | None = None) -> list[float]:
+        """PPLL of each sentence: every non-special token masked in turn (natural log)."""
+        return self.pseudo_loglikelihood(self.encode(sentences), desc=desc)
+
+    def pseudo_loglikelihood(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        positions: Sequence[Sequence[int]] | None = None,
+        desc: str | None = None,
+    ) -> list[float]:
+        """For each sentence, ``sum_{t in positions} log P(token_t | sentence with t masked)``.
+
+        ``token_ids`` include the special tokens (see :meth:`encode`); ``positions`` default to all
+        non-special positions. An empty position list scores 0.0.
+        """
+        if positions is None:
+            positions = [self.scorable_positions(ids) for ids in token_ids]
+        if len(positions) != len(token_ids):
+            raise ValueError(f"{len(token_ids)} sentences but {len(positions)} position lists")
+        jobs: list[tuple[int, int]] = []  # (sentence index, masked position)
+        for s, (ids, pos) in enumerate(zip(token_ids, positions)):
+            for p in pos:
+                if not 0 <= p < len(ids):
+                    raise ValueError(f"sentence {s}: position {p} outside 0..{len(ids) - 1}")
+                jobs.append((s, p))
+        # longest sentences first; copies of one sentence stay together
+        jobs.sort(key=lambda j: (-len(token_ids[j[0]]), j[0], j[1]))
+        totals = [0.0] * len(token_ids)
+        batches = list(self._batches(jobs, token_ids))
+        for batch in _progress(batches, len(batches), desc):
+            for (s, _), logprob in zip(batch, self._score_batch(batch, token_ids)):
+                totals[s] += logprob
+        return totals
+
+    def _batches(self, jobs: list[tuple[int, int]], token_ids) -> Iterator[list[tuple[int, int]]]:
+        """Cut the length-sorted jobs into batches: fixed size, or a padded-token budget."""
+        if self.batch_size != "auto":
+            size = int(self.batch_size)
+            for start in range(0, len(jobs), size):
+                yield jobs[start : start + size]
+            return
+        batch: list[tuple[int, int]] = []
+        longest = 0
+        for job in jobs:
+            length = len(token_ids[job[0]])
+            if batch and max(longest, length) * (len(batch) + 1) > self.max_batch_tokens:
+                yield batch
+                batch, longest = [], 0
+            batch.append(job)
+            longest = max(longest, length)
+        if batch:
+            yield batch
+
+    @torch.inference_mode()
+    def _score_batch(self, batch: Sequence[tuple[int, int]], token_ids) -> list[float]:
+        width = max(len(token_ids[s]) for s, _ in batch)
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # [B, T]
+        attention = torch.zeros((len(batch), width), dtype=torch.long)  # [B, T]
+        targets = torch.empty(len(batch), dtype=torch.long)  # [B]
+        mask_pos = torch.empty(len(batch), dtype=torch.long)  # [B]
+        for b, (s, p) in enumerate(batch):
+            ids = token_ids[s]
+            input_ids[b, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
+            attention[b, : len(ids)] = 1
+            targets[b], mask_pos[b] = int(ids[p]), p
+            input_ids[b, p] = self.tokenizer.mask_token_id
+        rows = torch.arange(len(batch))
+        with _only_masked_rows(self.model, mask_pos) as hooked:
+            logits = self.model(input_ids=input_ids, attention_mask=attention).logits
+        masked_logits = logits[:, 0] if hooked else logits[rows, mask_pos]  # [B, V]
+        logprobs = torch.log_softmax(masked_logits.float(), dim=-1)  # [B, V]
+        return logprobs[rows, targets].tolist()
+
+
+@contextmanager
+def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
+    """While active, the vocabulary projection sees only row ``b``'s masked position: ``[B, T, H] -> [B, 1, H]``.
+
+    Yields whether the hook is installed (False: the model has no output-embedding module).
+    """
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None:
+        yield False
+        return
+    rows = torch.arange(mask_pos.shape[0])
+
+    def select(_module, args):
+        hidden = args[0]  # [B, T, H]
+        return (hidden[rows, mask_pos].unsqueeze(1), *args[1:])  # [B, 1, H]
+
+    handle = head.register_forward_pre_hook(select)
+    try:
+        yield True
+    finally:
+        handle.remove()
