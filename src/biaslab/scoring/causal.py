@@ -5,8 +5,8 @@ The engine's contract is lm-evaluation-harness' ``loglikelihood``: one :class:`S
 
 * requests are tokenised once (:mod:`biaslab.scoring.tokenization`), then **sorted longest-first**
   so each batch pads little and the first batch reveals an out-of-memory early;
-* each batch is right-padded to its own longest row, one forward pass computes the log-softmax at
-  the continuation positions only (``[B, T, V]`` logits are sliced before the softmax);
+* each batch is left-padded to its own longest row (explicit ``position_ids``), so every row's
+  continuation sits in the last columns and the LM head runs only there (``logits_to_keep``);
 * the batch size comes from a token budget (``max_batch_tokens``) unless set explicitly;
 * **prefix sharing**: requests with the same (non-trivial) context - OccuGender's ~26 surface forms per
   prompt, GBEM-UA's " так"/" ні" pair, ClozeGender's him/her pair - run that context once. Contexts of
@@ -16,8 +16,8 @@ The engine's contract is lm-evaluation-harness' ``loglikelihood``: one :class:`S
   context pass' last logits, so single-token continuations cost no second pass at all.
 
 Shapes: ``input_ids [B, T]`` where ``T = max(len(ctx) + len(cont)) - 1`` (the last token is never
-fed: it is only predicted), ``logits [B, T, V]``, continuation token ``j`` of row ``b`` is predicted
-at position ``len(ctx_b) - 1 + j``.
+fed: it is only predicted), ``logits [B, K, V]`` with ``K = max(len(cont))``; continuation token ``j``
+of row ``b`` is read at column ``K - len(cont_b) + j``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,19 @@ import torch
 
 from biaslab.scoring.requests import Request, Score, TokenRequest, with_prefix
 from biaslab.scoring.tokenization import encode_requests
+
+
+def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
+    """Largest batch (in tokens) whose float32 logits ``[tokens, V]`` fit a slice of free memory.
+
+    The logits tensor dominates memory for real vocabularies (16k tokens x 50k vocab x 4 B = 3.3 GB),
+    and smaller batches also stay in cache, so the budget is min(5% of available RAM, 1 GiB) / (4 V).
+    """
+    import psutil
+
+    vocab = int(getattr(model.config, "vocab_size", 32000) or 32000)
+    usable = min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
+    return max(64, usable // (4 * vocab))
 
 
 def _progress(iterable, total: int, desc: str | None):
@@ -53,9 +66,14 @@ class CausalScorer:
     kind: str = field(default="causal", init=False)
 
     def __post_init__(self) -> None:
+        import inspect
+
         self.model.eval()
         if self.max_length is None:
             self.max_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        base = getattr(self.model, "get_base_model", lambda: self.model)()
+        self._supports_logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
+        self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model))
 
     # ------------------------------------------------------------------ variants
     def with_prefix(self, prefix: str) -> "CausalScorer":
@@ -212,31 +230,41 @@ class CausalScorer:
 
     @torch.inference_mode()
     def _score_batch(self, batch: Sequence[TokenRequest]) -> list[Score]:
-        rows, spans = [], []
+        """One forward pass over left-padded rows; logits only for the last K = max(n_cont) columns.
+
+        Left padding makes every row end at column T - 1, so each row's continuation is predicted in
+        its last ``n_cont`` columns and the LM head (``[B, K, V]``, the largest tensor) runs on those
+        alone - for long prompts with short answers that is most of the cost saved.
+        """
+        rows, n_conts = [], []
         for r in batch:
             whole = list(r.context_ids) + list(r.continuation_ids)
             # keep the last max_length+1 tokens (left truncation, as the harness does); never feed the last
-            fed = whole[-(self.max_length + 1) :][:-1]
-            n_cont = len(r.continuation_ids)
-            rows.append(fed)
-            spans.append((len(fed) - n_cont, n_cont))  # continuation predicted at [start, start + n_cont)
-        width = max(len(x) for x in rows)
-        pad_id = 0
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            rows.append(whole[-(self.max_length + 1) :][:-1])
+            n_conts.append(len(r.continuation_ids))
+        width, keep = max(len(x) for x in rows), max(n_conts)
+        input_ids = torch.zeros((len(rows), width), dtype=torch.long)  # [B, T]
         attention = torch.zeros((len(rows), width), dtype=torch.long)
         for b, fed in enumerate(rows):
-            input_ids[b, : len(fed)] = torch.tensor(fed, dtype=torch.long)
-            attention[b, : len(fed)] = 1
-        logits = self.model(input_ids=input_ids, attention_mask=attention).logits  # [B, T, V]
+            input_ids[b, width - len(fed) :] = torch.tensor(fed, dtype=torch.long)
+            attention[b, width - len(fed) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        logits = self._logits(input_ids, attention, positions, keep)  # [B, K, V]
         scores = []
-        for b, (r, (start, n_cont)) in enumerate(zip(batch, spans)):
-            step_logits = logits[b, start : start + n_cont].float()  # [n_cont, V]
-            logprobs = torch.log_softmax(step_logits, dim=-1)
+        for b, (r, n_cont) in enumerate(zip(batch, n_conts)):
+            logprobs = torch.log_softmax(logits[b, keep - n_cont :].float(), dim=-1)  # [n_cont, V]
             target = torch.tensor(r.continuation_ids, dtype=torch.long)
             token_lp = logprobs.gather(1, target[:, None]).squeeze(1)
             greedy = bool((logprobs.argmax(dim=-1) == target).all())
             scores.append(Score(float(token_lp.sum()), n_cont, greedy))
         return scores
+
+    def _logits(self, input_ids, attention, positions, keep: int):
+        """Logits of the last ``keep`` columns (``logits_to_keep`` where the model supports it)."""
+        if self._supports_logits_to_keep:
+            return self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                              logits_to_keep=keep).logits
+        return self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions).logits[:, -keep:]
 
     # ------------------------------------------------------------------ generation
     @torch.inference_mode()

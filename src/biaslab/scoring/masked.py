@@ -69,9 +69,14 @@ class MaskedScorer:
         return out
 
     def scorable_positions(self, token_ids: Sequence[int]) -> list[int]:
-        """Positions of the non-special tokens (what PPLL sums over)."""
+        """Positions of the non-special tokens (what PPLL sums over).
+
+        ``[UNK]`` stands for real text, so it is scored (as the CrowS and lmppl loops do); only the
+        added structure tokens (``[CLS]``, ``[SEP]``, ``<s>``, ...) are not.
+        """
         special = self.tokenizer.get_special_tokens_mask(list(token_ids), already_has_special_tokens=True)
-        return [i for i, s in enumerate(special) if not s]
+        unk = self.tokenizer.unk_token_id
+        return [i for i, (t, s) in enumerate(zip(token_ids, special)) if not s or (unk is not None and t == unk)]
 
     # ------------------------------------------------------------------ scoring
     def sentence_pll(self, sentences: Sequence[str], desc: str | None = None) -> list[float]:
