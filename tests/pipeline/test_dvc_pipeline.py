@@ -1,0 +1,88 @@
+"""dvc.yaml <-> params.yaml <-> modules stay consistent (no stage points at a missing script or key)."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from biaslab.config import load_params
+
+ROOT = Path(__file__).resolve().parents[2]
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
+PARAMS = load_params(ROOT / "params.yaml")
+RAW_PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+
+
+def stage_bodies():
+    for name, stage in DVC["stages"].items():
+        yield name, stage.get("do", stage)
+
+
+def test_every_stage_command_runs_an_existing_script():
+    for name, body in stage_bodies():
+        script = body["cmd"].split()[1]
+        assert (ROOT / script).is_file(), f"stage {name}: {script} does not exist"
+
+
+def test_code_dependencies_exist():
+    for name, body in stage_bodies():
+        for dep in body.get("deps", []):
+            if dep.startswith(("src/", "pipelines/")):
+                assert (ROOT / dep).exists(), f"stage {name}: dependency {dep} does not exist"
+
+
+def test_params_dependencies_name_real_sections():
+    for name, body in stage_bodies():
+        for key in body.get("params", []):
+            top = key.split(".")[0]
+            assert top in RAW_PARAMS, f"stage {name}: params key {key} not in params.yaml"
+
+
+def test_evaluate_runs_for_every_variant_and_register_sees_them_all():
+    assert DVC["stages"]["evaluate"]["foreach"] == "${variants}"
+    register_deps = DVC["stages"]["register"]["deps"]
+    report_deps = DVC["stages"]["report"]["deps"]
+    for variant in PARAMS.variants:
+        assert f"metrics/{variant}.json" in register_deps, f"register does not depend on {variant}"
+        assert f"metrics/{variant}.json" in report_deps, f"report does not depend on {variant}"
+
+
+def test_variant_model_dirs_are_produced_by_a_stage():
+    produced = set()
+    for name, body in stage_bodies():
+        for out in body.get("outs", []):
+            path = out if isinstance(out, str) else next(iter(out))
+            produced.add(path.replace("${item}", "{item}"))
+    for variant, cfg in PARAMS.variants.items():
+        candidates = {cfg.model_dir, cfg.model_dir.replace(variant, "{item}")}
+        assert candidates & produced, f"variant {variant}: no stage produces {cfg.model_dir}"
+
+
+def test_edit_embeddings_stage_covers_embedding_variants():
+    edited = set(DVC["stages"]["edit_embeddings"]["foreach"])
+    embedding_variants = {v for v, c in PARAMS.variants.items() if c.method == "embedding"}
+    assert embedding_variants <= edited
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS.evaluation.benchmarks))
+def test_every_configured_benchmark_module_exports_a_benchmark(name):
+    entry = PARAMS.evaluation.benchmarks[name]
+    module = importlib.import_module(entry.module)
+    benchmark = module.BENCHMARK
+    assert benchmark.name == name
+    assert benchmark.language in {"en", "uk", "ru"}
+
+
+@pytest.mark.skipif(shutil.which("dvc") is None and not (ROOT / ".venv/bin/dvc").exists(), reason="dvc missing")
+def test_dvc_parses_the_pipeline():
+    dvc = shutil.which("dvc") or str(ROOT / ".venv/bin/dvc")
+    out = subprocess.run([dvc, "stage", "list"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for stage in ("prepare", "base_model", "evaluate@base", "evaluate@lora", "edit_embeddings@soft", "tune",
+                  "finetune", "register", "report"):
+        assert stage in out.stdout
