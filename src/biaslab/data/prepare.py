@@ -1,0 +1,58 @@
+"""The ``prepare`` stage: every raw dataset → validated tables in ``data.prepared_dir``.
+
+All loaders run first; the output directory is then written through
+:func:`biaslab.atomic.atomic_dir`, so a failure anywhere leaves no partial ``data/prepared/``.
+Tables and columns: ``docs/prepared_schema.md``. ``prepare_report.json`` says, per raw file, how many
+rows were read, dropped and fixed and why; its ``tables`` section gives each table's row count.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from biaslab.atomic import atomic_dir
+from biaslab.config import Params
+from biaslab.data import crows_pairs, gbem_ua, gender_pairs, genderlex, occugender, rubia, winobias, winogender
+from biaslab.data.report import PrepareReport
+
+REPORT_FILE = "prepare_report.json"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def prepare(params: Params) -> dict[str, Any]:
+    """Load, validate and write all prepared tables; returns the report (also written as JSON)."""
+    import pyarrow.parquet as pq
+
+    cfg = params.data
+    report = PrepareReport()
+    tables = {  # file name -> datasets.Dataset, loaded (and validated) before anything is written
+        "gbem_ua.parquet": gbem_ua.load(cfg, report),
+        "gender_pairs.parquet": gender_pairs.load(cfg, report),
+        "occugender_jobs.parquet": occugender.load(cfg, report),
+        "rubia.parquet": rubia.load(cfg, report),
+        "crows_pairs.parquet": crows_pairs.load(cfg, report),
+        "winobias.parquet": winobias.load(cfg, report),
+        "winogender.parquet": winogender.load(cfg, report),
+        "genderlex.parquet": genderlex.load(cfg, report),
+    }
+    documents = {
+        "gbem_ua_split.json": gbem_ua.split_professions(tables["gbem_ua.parquet"]["profession"], cfg.gbem_ua),
+        "occugender_spec.json": occugender.load_spec(cfg, report),
+        "winobias_occupations.json": winobias.load_occupations(cfg, report),
+    }
+    for name, table in tables.items():
+        report.tables[name] = table.num_rows
+    result = report.to_dict()
+    result["gbem_ua_split"] = {k: len(v) for k, v in documents["gbem_ua_split.json"].items()}
+    with atomic_dir(cfg.prepared_dir) as out:
+        for name, table in tables.items():
+            pq.write_table(table.with_format("arrow")[:], out / name)
+        for name, document in documents.items():
+            _write_json(out / name, document)
+        _write_json(out / REPORT_FILE, result)
+    return result
