@@ -1,0 +1,140 @@
+"""The evaluate stage end to end on a tiny model and a slice of the real prepared data.
+
+Checks the contract every variant relies on: all configured benchmarks run through one code path,
+metrics carry direction/ideal, the MLflow run holds metrics + tags + per-item tables, the same inputs
+give bit-identical metrics, and a model that returns NaN leaves no metrics file and a FAILED run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from biaslab.config import Params, load_params
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _slice_prepared(full: Path, out: Path) -> None:
+    """A few items of every table, so a tiny model evaluates every benchmark in seconds."""
+    out.mkdir(parents=True)
+    for path in full.iterdir():
+        if path.suffix != ".parquet":
+            shutil.copy(path, out / path.name)
+            continue
+        frame = pd.read_parquet(path)
+        if path.stem == "gbem_ua":
+            keep = sorted(frame.loc[frame["split"] == "eval", "profession"].unique())[:3]
+            keep += sorted(frame.loc[frame["split"] != "eval", "profession"].unique())[:2]
+            frame = frame[frame["profession"].isin(keep)]
+        elif path.stem == "occugender_jobs":
+            frame = frame.groupby("group").head(2)
+        elif path.stem == "genderlex":
+            frame = frame.groupby(["subject", "context_type"]).head(6)
+        elif path.stem == "rubia":
+            frame = frame.groupby("subdomain").head(2)
+        elif path.stem == "gender_pairs":
+            pass
+        else:
+            frame = frame.head(12)
+        frame.to_parquet(out / path.name, index=False)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, mirror, tiny_tokenizer, tiny_causal_model):
+    from biaslab.data.prepare import prepare
+
+    root = tmp_path_factory.mktemp("project")
+    raw = load_params(ROOT / "params.yaml").model_dump()
+    raw["data"]["mirror_dir"] = str(mirror)
+    raw["data"]["prepared_dir"] = str(root / "full")
+    prepare(Params.model_validate(raw))
+    _slice_prepared(root / "full", root / "data" / "prepared")
+    raw["data"]["prepared_dir"] = "data/prepared"
+    raw["evaluation"]["bootstrap_samples"] = 20
+    raw["tracking"]["tracking_uri"] = "sqlite:///mlruns/mlflow.db"
+    raw["variants"] = {k: v for k, v in raw["variants"].items() if k in {"base", "prompt"}}
+    tiny_causal_model.save_pretrained(root / "models" / "base")
+    tiny_tokenizer.save_pretrained(root / "models" / "base")
+    return root, Params.model_validate(raw)
+
+
+def _mlflow_runs(root: Path, variant: str):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("biaslab")
+    runs = client.search_runs([experiment.experiment_id], filter_string=f"tags.variant = '{variant}'")
+    return client, runs
+
+
+def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
+    from biaslab.evaluation import evaluate_variant
+
+    root, params = project
+    monkeypatch.chdir(root)
+    metrics = evaluate_variant(params, "base", root)
+    benchmarks = {name.split("/")[0] for name in metrics}
+    assert benchmarks == set(params.evaluation.benchmarks)
+    payload = json.loads((root / "metrics" / "base.json").read_text())
+    assert payload["variant"] == "base" and payload["model_fingerprint"]
+    assert all(m["direction"] in {"higher", "lower", "target"} for m in payload["metrics"].values())
+    assert (root / "runs" / "evaluate_base.json").is_file()
+    assert any((root / "data" / "predictions" / "base").iterdir())
+
+    client, runs = _mlflow_runs(root, "base")
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["model_fingerprint"] == payload["model_fingerprint"]
+    assert any(k.startswith("direction.") for k in run.data.tags)
+    logged = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"predictions", "summary.md"} <= logged
+
+
+def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):
+    from biaslab.evaluation import evaluate_variant
+
+    root, params = project
+    monkeypatch.chdir(root)
+    first = evaluate_variant(params, "base", root)
+    second = evaluate_variant(params, "base", root)
+    assert {k: v.value for k, v in first.items()} == {k: v.value for k, v in second.items()}
+
+
+def test_prompt_variant_uses_the_same_code_path_with_its_prefix(project, monkeypatch):
+    from biaslab.evaluation import evaluate_variant
+
+    root, params = project
+    monkeypatch.chdir(root)
+    base = evaluate_variant(params, "base", root)
+    prompt = evaluate_variant(params, "prompt", root)
+    assert set(base) == set(prompt)
+    qa = [p for p in (root / "data" / "predictions").glob("*/gbem_ua__*.parquet")]
+    assert len(qa) >= 2
+
+
+def test_nan_logprobs_fail_and_leave_nothing(project, monkeypatch, tiny_tokenizer):
+    import torch
+
+    from biaslab.evaluation import EvaluationError, evaluate_variant
+    from biaslab.pretrain.architecture import build_llama
+
+    root, params = project
+    monkeypatch.chdir(root)
+    broken = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64)
+    with torch.no_grad():
+        broken.lm_head.weight.fill_(float("nan"))
+    broken.save_pretrained(root / "models" / "broken")
+    tiny_tokenizer.save_pretrained(root / "models" / "broken")
+    raw = params.model_dump()
+    raw["variants"]["broken"] = {"method": "none", "model_dir": "models/broken"}
+    with pytest.raises(EvaluationError, match="NaN/inf"):
+        evaluate_variant(Params.model_validate(raw), "broken", root)
+    assert not (root / "metrics" / "broken.json").exists()
+    _, runs = _mlflow_runs(root, "broken")
+    assert runs and all(r.info.status == "FAILED" for r in runs)
