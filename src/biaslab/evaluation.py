@@ -30,6 +30,7 @@ from biaslab.atomic import atomic_dir, atomic_write_text, remove_outputs
 from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from biaslab.config import Params
 from biaslab.metrics.values import MetricValue
+from biaslab.scoring.requests import NonFiniteScoreError
 
 
 class EvaluationError(RuntimeError):
@@ -169,7 +170,10 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
             prefix = variant.prompt_prefix.get(benchmark.language, "")
             lm = scorer.with_prefix(prefix) if prefix else scorer
             start = time.perf_counter()
-            result = benchmark.run(lm, prepared, dict(entry.options), ctx)
+            try:
+                result = benchmark.run(lm, prepared, dict(entry.options), ctx)
+            except NonFiniteScoreError as exc:
+                raise EvaluationError(f"benchmark {name}: {exc}; nothing was written (NaN/inf)") from exc
             timings[name] = time.perf_counter() - start
             check_finite(name, result)
             all_metrics.update(result.metrics)

@@ -112,3 +112,14 @@ def test_sharing_on_and_off_agree(tiny_causal_model, tiny_tokenizer):
     off = CausalScorer(tiny_causal_model, tiny_tokenizer, share_prefixes=False).loglikelihood(SHARED)
     assert [s.logprob for s in on] == pytest.approx([s.logprob for s in off], abs=1e-5)
     assert [s.n_tokens for s in on] == [s.n_tokens for s in off]
+
+
+def test_nan_weights_raise_instead_of_reporting(tiny_tokenizer):
+    from biaslab.pretrain.architecture import build_llama
+    from biaslab.scoring.requests import NonFiniteScoreError
+
+    broken = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64)
+    with torch.no_grad():
+        broken.lm_head.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteScoreError, match="NaN/inf"):
+        CausalScorer(broken, tiny_tokenizer).loglikelihood(REQUESTS)

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from biaslab.scoring.requests import Request, Score, TokenRequest, with_prefix
+import math
+
+from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest, with_prefix
 from biaslab.scoring.tokenization import encode_requests
 
 
@@ -109,6 +111,12 @@ class CausalScorer:
                 scores = self._score_shared_chunk([[requests[i] for i in group] for group in work])
             for i, score in zip(indices, scores):
                 results[i] = score
+        bad = [i for i, s in enumerate(results) if not math.isfinite(s.logprob)]
+        if bad:
+            raise NonFiniteScoreError(
+                f"{len(bad)} of {len(results)} requests scored NaN/inf log-probabilities (first: request {bad[0]}, "
+                f"{len(requests[bad[0]].context_ids)} context tokens): the model's weights or inputs are broken"
+            )
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ prefix sharing

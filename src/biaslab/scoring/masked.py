@@ -147,9 +147,11 @@ class MaskedScorer:
             targets[b], mask_pos[b] = int(ids[p]), p
             input_ids[b, p] = self.tokenizer.mask_token_id
         rows = torch.arange(len(batch))
-        with _only_masked_rows(self.model, mask_pos) as hooked:
+        with _only_masked_rows(self.model, mask_pos):
             logits = self.model(input_ids=input_ids, attention_mask=attention).logits
-        masked_logits = logits[:, 0] if hooked else logits[rows, mask_pos]  # [B, V]
+        # [B, 1, V] when the hook ran on the head's path; otherwise full [B, T, V] logits (T >= 3 here)
+        selected = logits.shape[1] == 1 and width > 1
+        masked_logits = logits[:, 0] if selected else logits[rows, mask_pos]  # [B, V]
         logprobs = torch.log_softmax(masked_logits.float(), dim=-1)  # [B, V]
         return logprobs[rows, targets].tolist()
 
@@ -158,11 +160,13 @@ class MaskedScorer:
 def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
     """While active, the vocabulary projection sees only row ``b``'s masked position: ``[B, T, H] -> [B, 1, H]``.
 
-    Yields whether the hook is installed (False: the model has no output-embedding module).
+    Every op after the hooked module (the vocabulary projection, or DeBERTa-v2's head dense) is
+    per-position, so selecting rows first gives the same logits. No-op when the model has no
+    output-embedding module; the caller checks the logits' shape.
     """
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None:
-        yield False
+        yield
         return
     rows = torch.arange(mask_pos.shape[0])
 
@@ -172,6 +176,6 @@ def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
 
     handle = head.register_forward_pre_hook(select)
     try:
-        yield True
+        yield
     finally:
         handle.remove()

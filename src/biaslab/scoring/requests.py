@@ -55,3 +55,7 @@ def with_prefix(request: Request, prefix: str) -> Request:
     if request.context:
         return Request(f"{prefix} {request.context}", request.continuation)
     return Request(prefix, f" {request.continuation.lstrip()}")
+
+
+class NonFiniteScoreError(ValueError):
+    """The model returned NaN/inf log-probabilities: broken weights or inputs. Never report such a number."""
