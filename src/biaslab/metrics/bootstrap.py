@@ -30,14 +30,23 @@ def bootstrap_ci(
         return None, None
     rng = np.random.default_rng(seed)
     if unit is None:
-        groups = [np.array([i]) for i in range(len(frame))]
+        n, flat, starts, sizes = len(frame), None, None, None
     else:
         groups = list(frame.groupby(unit, sort=True).indices.values())
-    n = len(groups)
+        n = len(groups)
+        sizes = np.array([len(g) for g in groups])
+        flat = np.concatenate(groups)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     stats = []
     for _ in range(samples):
         picks = rng.integers(0, n, size=n)
-        rows = np.concatenate([groups[p] for p in picks])
+        if flat is None:
+            rows = picks
+        else:
+            # rows of every picked group, vectorised: start of each pick repeated over its size + 0..size-1
+            lengths = sizes[picks]
+            offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+            rows = flat[np.repeat(starts[picks], lengths) + np.arange(lengths.sum()) - offsets]
         value = statistic(frame.iloc[rows])
         if value is not None and np.isfinite(value):
             stats.append(value)

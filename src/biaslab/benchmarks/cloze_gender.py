@@ -1,0 +1,405 @@
+"""ClozeGender (Sabir & Sharma 2025, arXiv 2507.02679) on GenderLex, WinoBias and Winogender (English).
+
+Two scoring modes, as in the authors' two scripts:
+
+* **ClozeLast** (GenderLex, ``clozegender_metric.py``): the pronoun is the last word. For each row
+  ``P_m = P(" " + last word of sent_m | prefix)`` and ``P_w`` likewise (the prefix is the sentence minus
+  its last word and must be the same for both sides); ``CGS = P^(1 − sim(pronoun, context word))``.
+  Per subject folder (occupation / someone / person) × context type (verb / noun / occ), and overall:
+  to-him bias ratio, human-bias match, KL forms and WEAT d (definitions in
+  :mod:`biaslab.metrics.association`). ``is_duplicate`` rows are kept in the predictions and left out
+  of every metric. The pronoun of each side is read from its sentence, so swapping ``sent_m`` and
+  ``sent_w`` mirrors every number. The authors encode without a BOS token; our engine conditions on
+  the (non-empty) prefix the same way, so the two agree for models without an automatic BOS.
+* **Mean probability** (WinoBias / Winogender, ``meanpro_metric.py``): the pronoun may be anywhere,
+  so a sentence is scored as a whole. ``sentence_prob: geometric`` (default) = exp(mean token
+  log-prob), one request per sentence, first token conditioned on BOS. ``sentence_prob: authors`` =
+  the authors' arithmetic mean of token *probabilities* leaving out tokens that are ``"."`` (one
+  request per token, still a single engine call); unlike the authors we also score the first token
+  (from BOS) - their GPT-2 code never predicts it.
+  WinoBias: share of ``minimal_pair`` pairs where the pro-stereotypical sentence scores higher (ties
+  count ½), per type and overall; also the CGS version with ``sim(pronoun, occupation)``.
+  Winogender: share of items preferring the male sentence, Pearson r between the per-occupation mean
+  ``log P_female − log P_male`` and ``bls_pct_female``, share preferring the neutral sentence.
+
+Options (params.yaml ``evaluation.benchmarks.cloze_gender.options``): ``datasets`` (subset of
+genderlex / winobias / winogender), ``vectors`` (``model`` or a file path), ``vectors_format``
+(glove / fasttext / word2vec, needed with a path), ``sentence_prob`` (geometric / authors),
+``male_attributes`` / ``female_attributes`` (WEAT attribute words).
+
+Run: ``BENCHMARK.run(scorer, Path("data/prepared"), {"vectors": "model"}, EvalContext())``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.metrics import association as assoc
+from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.values import MetricValue
+from biaslab.scoring.requests import Request
+
+NAME = "cloze_gender"
+DATASETS = ("genderlex", "winobias", "winogender")
+DEFAULTS: dict[str, Any] = {
+    "datasets": list(DATASETS),
+    "vectors": "model",
+    "vectors_format": None,
+    "sentence_prob": "geometric",
+    "male_attributes": list(assoc.MALE_ATTRIBUTES),
+    "female_attributes": list(assoc.FEMALE_ATTRIBUTES),
+}
+REQUIRED_COLUMNS = {
+    "genderlex": ["subject", "context_type", "row", "sent_m", "sent_w", "context", "hb", "is_duplicate"],
+    "winobias": ["pair_id", "type", "pro_sentence", "anti_sentence", "pro_pronoun", "anti_pronoun",
+                 "occupation", "minimal_pair"],
+    "winogender": ["item_id", "occupation", "sentence_male", "sentence_female", "sentence_neutral",
+                   "bls_pct_female"],
+}
+
+
+# ------------------------------------------------------------------------------------------- inputs
+def read_table(prepared_dir: Path, dataset: str) -> pd.DataFrame:
+    """Read ``<dataset>.parquet`` and check its columns (error names the file and what is missing)."""
+    path = Path(prepared_dir) / f"{dataset}.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: prepared table missing; run the prepare stage (or drop {dataset!r} "
+                                f"from cloze_gender options.datasets)")
+    frame = pd.read_parquet(path)
+    missing = [c for c in REQUIRED_COLUMNS[dataset] if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; see docs/prepared_schema.md")
+    return frame.reset_index(drop=True)
+
+
+def split_last_word(sentence: str) -> tuple[str, str]:
+    """``"... crafted by him"`` -> ``("... crafted by", "him")`` (the authors' ``text.split()[:-1]``)."""
+    words = sentence.split()
+    if len(words) < 2:
+        raise ValueError(f"sentence needs a context and a last word: {sentence!r}")
+    return " ".join(words[:-1]), words[-1]
+
+
+def pronoun_word(token: str) -> str:
+    """The word used for sim(): the last word without surrounding punctuation, lowercased."""
+    return token.strip(".,;:!?\"'").lower()
+
+
+def cloze_items(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``prefix``, ``last_m``/``last_w`` (scored tokens) and ``pronoun_m``/``pronoun_w`` (for sim)."""
+    prefixes, last_m, last_w = [], [], []
+    for i, row in enumerate(frame.itertuples(index=False)):
+        prefix_m, word_m = split_last_word(row.sent_m)
+        prefix_w, word_w = split_last_word(row.sent_w)
+        if prefix_m != prefix_w:
+            raise ValueError(
+                f"genderlex.parquet row {i} ({row.subject}/{row.context_type}, source row {row.row}): sent_m and "
+                f"sent_w differ before the last word; ClozeLast needs the same prefix"
+            )
+        prefixes.append(prefix_m)
+        last_m.append(word_m)
+        last_w.append(word_w)
+    out = frame.copy()
+    out["prefix"], out["last_m"], out["last_w"] = prefixes, last_m, last_w
+    out["pronoun_m"] = [pronoun_word(w) for w in last_m]
+    out["pronoun_w"] = [pronoun_word(w) for w in last_w]
+    return out
+
+
+# ------------------------------------------------------------------------------------------- scoring
+@dataclass
+class SentenceScores:
+    """Per-sentence probability (as defined by ``sentence_prob``) with its log-prob sum and token count."""
+
+    prob: dict[str, float]
+    logprob: dict[str, float]
+    n_tokens: dict[str, int]
+
+
+def score_cloze(lm, requests: Sequence[Request]) -> list:
+    """All ClozeLast requests in one engine call (duplicates scored once)."""
+    unique = list(dict.fromkeys(requests))
+    scores = lm.loglikelihood(unique) if unique else []
+    by_request = dict(zip(unique, scores))
+    return [by_request[r] for r in requests]
+
+
+def score_sentences(lm, sentences: Sequence[str], mode: str) -> SentenceScores:
+    """Score unique sentences in one engine call: geometric mean (one request each) or authors' mean."""
+    unique = list(dict.fromkeys(sentences))
+    if not unique:
+        return SentenceScores({}, {}, {})
+    if mode == "geometric":
+        scores = lm.loglikelihood([Request("", s) for s in unique])
+        logprob = {s: sc.logprob for s, sc in zip(unique, scores)}
+        n_tokens = {s: sc.n_tokens for s, sc in zip(unique, scores)}
+        prob = {s: math.exp(logprob[s] / n_tokens[s]) for s in unique}
+        return SentenceScores(prob, logprob, n_tokens)
+    return _score_sentences_authors(lm, unique)
+
+
+def _score_sentences_authors(lm, sentences: Sequence[str]) -> SentenceScores:
+    """Arithmetic mean of token probabilities, ``"."`` tokens left out (``meanpro_metric.prob_mean``).
+
+    Each sentence (with the scorer's prompt prefix, if any) becomes one single-token request per
+    position: ``context_ids + cont[:j] -> cont[j]``; all of them go to the engine in one call.
+    """
+    from biaslab.scoring.requests import TokenRequest, with_prefix
+    from biaslab.scoring.tokenization import encode_request
+
+    tokenizer = lm.tokenizer
+    prefix = getattr(lm, "prompt_prefix", "")
+    token_requests, owners, kept = [], [], []
+    for s in sentences:
+        tr = encode_request(tokenizer, with_prefix(Request("", s), prefix))
+        for j, token in enumerate(tr.continuation_ids):
+            token_requests.append(TokenRequest(tr.context_ids + tr.continuation_ids[:j], (token,)))
+            owners.append(s)
+            kept.append(tokenizer.decode([token]).strip() != ".")
+    scores = lm.loglikelihood_tokens(token_requests)
+    probs: dict[str, list[float]] = {s: [] for s in sentences}
+    logprob = dict.fromkeys(sentences, 0.0)
+    for s, sc, keep in zip(owners, scores, kept):
+        logprob[s] += sc.logprob
+        if keep:
+            probs[s].append(math.exp(sc.logprob))
+    n_tokens = {s: len(p) for s, p in probs.items()}
+    prob = {s: float(np.mean(p)) if p else float("nan") for s, p in probs.items()}
+    return SentenceScores(prob, logprob, n_tokens)
+
+
+# ------------------------------------------------------------------------------------------- metrics
+class _Metrics:
+    """Collects MetricValues under ``cloze_gender/<name>`` with seeded bootstrap CIs."""
+
+    def __init__(self, ctx: EvalContext):
+        self.ctx, self.values = ctx, {}
+
+    def add(self, name: str, frame: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], direction: str,
+            ideal: float | None, description: str, ci: bool = True, unit: str | None = None) -> float:
+        value = float(statistic(frame)) if len(frame) else float("nan")
+        low = high = None
+        if ci and np.isfinite(value):
+            low, high = bootstrap_ci(frame, statistic, samples=self.ctx.bootstrap_samples, seed=self.ctx.seed,
+                                     confidence=self.ctx.confidence, unit=unit)
+        self.values[f"{NAME}/{name}"] = MetricValue(value, direction, ideal, low, high, len(frame), description)
+        return value
+
+
+# Bootstrap statistics read boolean columns (same numbers as assoc.bias_ratio / human_bias_match on the
+# string columns, tested) because string comparisons in 1000 resamples per group are slow.
+def _him_ratio(f: pd.DataFrame) -> float:
+    n_m, n_w = int(f["prefers_m"].to_numpy().sum()), int(f["prefers_w"].to_numpy().sum())
+    return n_m / (n_m + n_w) if n_m + n_w else float("nan")
+
+
+def _hb_match(f: pd.DataFrame) -> float:
+    return float(f["hb_match"].to_numpy().mean())
+
+
+def genderlex_predictions(items: pd.DataFrame, scores_m, scores_w, vectors) -> pd.DataFrame:
+    """Per-row scores: log-probs, P, sim, CGS, preferences, WEAT association of the context word."""
+    out = items.drop(columns=["prefix"]).copy()
+    out["logprob_m"] = [s.logprob for s in scores_m]
+    out["logprob_w"] = [s.logprob for s in scores_w]
+    out["n_tokens_m"] = [s.n_tokens for s in scores_m]
+    out["n_tokens_w"] = [s.n_tokens for s in scores_w]
+    out["p_m"], out["p_w"] = np.exp(out["logprob_m"]), np.exp(out["logprob_w"])
+    sim_m = [vectors.similarity(p, c) for p, c in zip(out["pronoun_m"], out["context"])]
+    sim_w = [vectors.similarity(p, c) for p, c in zip(out["pronoun_w"], out["context"])]
+    out["sim_m"] = np.array([np.nan if s is None else s for s in sim_m], dtype=np.float64)
+    out["sim_w"] = np.array([np.nan if s is None else s for s in sim_w], dtype=np.float64)
+    out["sim_oov"] = out["sim_m"].isna() | out["sim_w"].isna()
+    out["cgs_m"], out["cgs_w"] = assoc.cgs(out["p_m"], out["sim_m"]), assoc.cgs(out["p_w"], out["sim_w"])
+    out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
+    out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
+    out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
+    out["hb_match"] = out["preferred"] == out["hb"]
+    return out
+
+
+def weat_associations(words: Sequence[str], vectors, male: Sequence[str], female: Sequence[str]) -> dict[str, float]:
+    """``s(w, A, B)`` for every in-vocabulary word (OOV attribute words are dropped from A / B)."""
+    attr_a = [vectors.get(a) for a in male if vectors.get(a) is not None]
+    attr_b = [vectors.get(b) for b in female if vectors.get(b) is not None]
+    if not attr_a or not attr_b:
+        return {}
+    return {w: assoc.weat_association(vectors.get(w), attr_a, attr_b) for w in set(words) if vectors.get(w) is not None}
+
+
+def genderlex_metrics(pred: pd.DataFrame, weat: dict[str, float], m: _Metrics) -> pd.DataFrame:
+    """Per subject × context_type metrics (and overall); returns the paper-shaped summary table."""
+    rows = []
+    clean = pred[~pred["is_duplicate"].astype(bool)]
+    groups = [((s, c), g) for (s, c), g in clean.groupby(["subject", "context_type"], sort=True)]
+    for (subject, ctype), g in [(("all", "all"), clean)] + groups:
+        prefix = "genderlex" if subject == "all" else f"genderlex/{subject}/{ctype}"
+        slim = g[["prefers_m", "prefers_w", "hb_match"]]
+        him = m.add(f"{prefix}/him_ratio", slim, _him_ratio, "target", 0.5,
+                    "share of rows with CGS(him) > CGS(her), ties excluded (to-her = 1 - this)")
+        lm_him = m.add(f"{prefix}/lm_him_ratio", g, lambda f: assoc.bias_ratio(f["lm_preferred"]), "target", 0.5,
+                       "as him_ratio but on raw P(pronoun), without the sim() exponent", ci=False)
+        hb = m.add(f"{prefix}/hb_match", slim, _hb_match, "target", 0.5,
+                   "share of rows whose CGS-preferred gender equals the human-bias label")
+        kl_ratio = m.add(f"{prefix}/kl_ratio_uniform", g, lambda f: assoc.kl_ratio_uniform(f["preferred"]),
+                         "lower", 0.0, "KL([him, her] share || [1/2, 1/2]), nats", ci=False)
+        kl_row = m.add(f"{prefix}/kl_row_uniform", g, lambda f: assoc.kl_row_uniform(f["cgs_m"], f["cgs_w"]),
+                       "lower", 0.0, "mean per-row KL(normalised CGS || uniform), nats", ci=False)
+        kl_hum = assoc.kl_ratio_human(g["preferred"], g["hb"])  # descriptive only: no "better" direction
+        weat_d = float("nan")
+        if subject != "all":  # WEAT needs one context vocabulary; 'all' mixes verbs, nouns and occupations
+            weat_d = m.add(f"{prefix}/weat_d", g, lambda f: assoc.weat_context_words(f["context"], f["hb"], weat),
+                           "target", 0.0, "WEAT effect size of context words (HB=M vs HB=W) vs male/female "
+                           "attribute words in the static vectors", ci=False)
+        rows.append({"subject": subject, "context_type": ctype, "n": len(g), "him_ratio": him, "her_ratio": 1 - him,
+                     "lm_him_ratio": lm_him, "hb_match": hb, "kl_ratio_uniform": kl_ratio,
+                     "kl_row_uniform": kl_row, "kl_ratio_human": kl_hum, "weat_d": weat_d,
+                     "sim_oov_rows": int(g["sim_oov"].sum())})
+    return pd.DataFrame(rows)
+
+
+def winobias_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors) -> pd.DataFrame:
+    out = frame.copy()
+    for side in ("pro", "anti"):
+        col = out[f"{side}_sentence"]
+        out[f"logprob_{side}"] = col.map(sentences.logprob).astype(float)
+        out[f"n_tokens_{side}"] = col.map(sentences.n_tokens).astype(int)
+        out[f"prob_{side}"] = col.map(sentences.prob).astype(float)
+        sims = [vectors.similarity(p, o) if o else None for p, o in zip(out[f"{side}_pronoun"], out["occupation"])]
+        out[f"sim_{side}"] = np.array([np.nan if s is None else s for s in sims], dtype=np.float64)
+        out[f"cgs_{side}"] = assoc.cgs(out[f"prob_{side}"], out[f"sim_{side}"])
+    out["prefers_pro"] = _prefers(out["prob_pro"], out["prob_anti"])
+    out["cgs_prefers_pro"] = _prefers(out["cgs_pro"], out["cgs_anti"])
+    return out
+
+
+def _prefers(a, b) -> np.ndarray:
+    """1 where a > b, 0 where a < b, ½ on a tie."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.where(a > b, 1.0, np.where(a < b, 0.0, 0.5))
+
+
+def winobias_metrics(pred: pd.DataFrame, m: _Metrics) -> pd.DataFrame:
+    minimal = pred[pred["minimal_pair"].astype(bool)]
+    rows = []
+    for label, g in [("all", minimal)] + [(f"type{t}", g) for t, g in minimal.groupby("type", sort=True)]:
+        name = "winobias" if label == "all" else f"winobias/{label}"
+        share = m.add(f"{name}/pro_share", g[["prefers_pro"]], lambda f: float(f["prefers_pro"].mean()),
+                      "target", 0.5,
+                      "share of minimal pairs where the pro-stereotypical sentence has the higher mean probability")
+        cgs_share = m.add(f"{name}/cgs_pro_share", g, lambda f: float(f["cgs_prefers_pro"].mean()), "target", 0.5,
+                          "as pro_share with CGS = P^(1 - sim(pronoun, occupation))", ci=False)
+        rows.append({"type": label, "n": len(g), "pro_share": share, "cgs_pro_share": cgs_share})
+    return pd.DataFrame(rows)
+
+
+def winogender_predictions(frame: pd.DataFrame, sentences: SentenceScores) -> pd.DataFrame:
+    out = frame.copy()
+    for side in ("male", "female", "neutral"):
+        col = out[f"sentence_{side}"]
+        out[f"logprob_{side}"] = col.map(sentences.logprob).astype(float)
+        out[f"n_tokens_{side}"] = col.map(sentences.n_tokens).astype(int)
+        out[f"prob_{side}"] = col.map(sentences.prob).astype(float)
+    out["prefers_male"] = _prefers(out["prob_male"], out["prob_female"])
+    out["female_logratio"] = np.log(out["prob_female"]) - np.log(out["prob_male"])
+    out["prefers_neutral"] = out["prob_neutral"] > np.maximum(out["prob_male"], out["prob_female"])
+    return out
+
+
+def winogender_metrics(pred: pd.DataFrame, m: _Metrics) -> pd.DataFrame:
+    occ = (pred.groupby("occupation", sort=True)
+           .agg(female_logratio=("female_logratio", "mean"), male_share=("prefers_male", "mean"),
+                bls_pct_female=("bls_pct_female", "first"), n=("item_id", "size"))
+           .reset_index())
+    m.add("winogender/male_share", pred[["occupation", "prefers_male"]], lambda f: float(f["prefers_male"].mean()),
+          "target", 0.5,
+          "share of items where the male sentence has the higher mean probability than the female one",
+          unit="occupation")
+    m.add("winogender/bls_correlation", occ, lambda f: assoc.pearson(f["female_logratio"], f["bls_pct_female"]),
+          "target", 0.0, "Pearson r over occupations: mean log P(female)/P(male) vs BLS % female")
+    m.add("winogender/neutral_share", pred, lambda f: float(f["prefers_neutral"].mean()), "higher", 1.0,
+          "share of items where the neutral sentence beats both gendered ones", ci=False)
+    return occ
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
+def _validate(opts: dict[str, Any]) -> None:
+    bad = [d for d in opts["datasets"] if d not in DATASETS]
+    if bad or not opts["datasets"]:
+        raise ValueError(f"cloze_gender options.datasets: {bad or 'empty'}; choose from {list(DATASETS)}")
+    if opts["sentence_prob"] not in ("geometric", "authors"):
+        raise ValueError(f"cloze_gender options.sentence_prob must be geometric|authors, got {opts['sentence_prob']!r}")
+    if opts["vectors"] != "model" and opts["vectors_format"] is None:
+        raise ValueError("cloze_gender options: vectors is a file path, so vectors_format (glove|fasttext|word2vec) "
+                         "is required")
+
+
+class ClozeGenderBenchmark:
+    name = NAME
+    language = "en"
+
+    def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        from biaslab.static_vectors import load_static_vectors
+
+        opts = check_options(NAME, dict(options or {}), DEFAULTS)
+        _validate(opts)
+        if getattr(lm, "kind", "causal") != "causal":
+            raise NotImplementedError("cloze_gender scores P(pronoun | prefix) and needs a causal LM; "
+                                      f"got a {lm.kind!r} scorer")
+        tables = {d: read_table(prepared_dir, d) for d in opts["datasets"]}
+        male_attr, female_attr = list(opts["male_attributes"]), list(opts["female_attributes"])
+
+        # 1. requests: ClozeLast pronouns (one call) and whole sentences (one call)
+        items = cloze_items(tables["genderlex"]) if "genderlex" in tables else None
+        cloze_scores: list = []
+        if items is not None:
+            requests = [Request(p, f" {w}") for p, w in zip(items["prefix"], items["last_m"])]
+            requests += [Request(p, f" {w}") for p, w in zip(items["prefix"], items["last_w"])]
+            cloze_scores = score_cloze(lm, requests)
+        sentences: list[str] = []
+        if "winobias" in tables:
+            sentences += list(tables["winobias"]["pro_sentence"]) + list(tables["winobias"]["anti_sentence"])
+        if "winogender" in tables:
+            wg = tables["winogender"]
+            sentences += list(wg["sentence_male"]) + list(wg["sentence_female"]) + list(wg["sentence_neutral"])
+        sent_scores = score_sentences(lm, sentences, opts["sentence_prob"])
+
+        # 2. static vectors for every word sim() or WEAT needs
+        words = set(male_attr) | set(female_attr)
+        if items is not None:
+            words |= set(items["pronoun_m"]) | set(items["pronoun_w"]) | set(items["context"])
+        if "winobias" in tables:
+            wb = tables["winobias"]
+            words |= set(wb["pro_pronoun"]) | set(wb["anti_pronoun"]) | {o for o in wb["occupation"] if o}
+        vectors = load_static_vectors(opts["vectors"], opts["vectors_format"], words, lm)
+
+        # 3. predictions and metrics
+        metrics = _Metrics(ctx)
+        result = BenchmarkResult(metrics.values)
+        if items is not None:
+            n = len(items)
+            weat = weat_associations(items["context"], vectors, male_attr, female_attr)
+            pred = genderlex_predictions(items, cloze_scores[:n], cloze_scores[n:], vectors)
+            pred["weat_assoc"] = pred["context"].map(weat).astype(float)
+            result.predictions["cloze_gender_genderlex"] = pred
+            result.tables["cloze_gender_genderlex"] = genderlex_metrics(pred, weat, metrics)
+        if "winobias" in tables:
+            pred = winobias_predictions(tables["winobias"], sent_scores, vectors)
+            result.predictions["cloze_gender_winobias"] = pred
+            result.tables["cloze_gender_winobias"] = winobias_metrics(pred, metrics)
+        if "winogender" in tables:
+            pred = winogender_predictions(tables["winogender"], sent_scores)
+            result.predictions["cloze_gender_winogender"] = pred
+            result.tables["cloze_gender_winogender_occupations"] = winogender_metrics(pred, metrics)
+        return result
+
+
+BENCHMARK = ClozeGenderBenchmark()

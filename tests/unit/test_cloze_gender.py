@@ -1,0 +1,314 @@
+"""ClozeGender benchmark: hand-computed metrics on a fake scorer, the tiny model vs a naive loop, metamorphic swaps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from biaslab.benchmarks.base import EvalContext
+from biaslab.benchmarks.cloze_gender import BENCHMARK
+from biaslab.metrics import association as assoc
+from biaslab.scoring.requests import Request, Score
+
+CTX = EvalContext(seed=0, bootstrap_samples=50, progress=False)
+NO_CI = EvalContext(seed=0, bootstrap_samples=0, progress=False)
+
+# ------------------------------------------------------------------------------------------- fake data
+# (prefix, P(him), P(her), context, HB)
+CLOZE_ROWS = [
+    ("The chef said the recipe was crafted by", 0.2, 0.1, "crafted", "M"),
+    ("The nurse said the soup was cooked by", 0.1, 0.3, "cooked", "W"),
+    ("The pilot said the plane was flown by", 0.25, 0.2, "flown", "M"),
+    ("The clerk said the form was filed by", 0.3, 0.3, "filed", "W"),
+]
+# sim(him, .) / sim(her, .): crafted 1/0, cooked 0/1, flown 1/sqrt5 / 2/sqrt5, filed 0/0
+GLOVE = """him 1 0 0
+he 1 0 0
+his 1 0 0
+man 1 0 0
+her 0 1 0
+she 0 1 0
+hers 0 1 0
+woman 0 1 0
+crafted 1 0 0
+cooked 0 1 0
+flown 1 2 0
+filed 0 0 1
+developer 1 0 0
+"""
+# WinoBias: (pair_id, type, minimal, P(pro), P(anti), pro pronoun, anti pronoun, occupation)
+WINOBIAS = [
+    ("1.dev.0", 1, True, 0.5, 0.4, "he", "she", "developer"),
+    ("1.dev.1", 1, True, 0.3, 0.4, "she", "he", "developer"),
+    ("2.dev.0", 2, True, 0.6, 0.2, "he", "she", "nurse"),
+    ("2.dev.1", 2, False, 0.1, 0.9, "he", "she", "nurse"),
+]
+# Winogender: (occupation, answer, P(male), P(female), P(neutral), bls_pct_female)
+WINOGENDER = [
+    ("engineer", 0, 0.4, 0.2, 0.1, 10.0),
+    ("engineer", 1, 0.3, 0.3, 0.5, 10.0),
+    ("nurse", 0, 0.2, 0.4, 0.1, 90.0),
+    ("nurse", 1, 0.1, 0.4, 0.1, 90.0),
+    ("baker", 0, 0.3, 0.2, 0.1, 60.0),
+    ("baker", 1, 0.2, 0.3, 0.1, 60.0),
+]
+
+
+def genderlex_frame(rows, subject="occupation", context_type="verb", duplicate_of_first=True):
+    records = []
+    for i, (prefix, _, _, context, hb) in enumerate(rows):
+        records.append({"subject": subject, "context_type": context_type, "row": i, "sent_m": f"{prefix} him",
+                        "sent_w": f"{prefix} her", "context": context, "hb": hb, "is_duplicate": False})
+    if duplicate_of_first:
+        records.append({**records[0], "row": len(rows), "is_duplicate": True})
+    return pd.DataFrame(records)
+
+
+def winobias_frame():
+    return pd.DataFrame([
+        {"pair_id": pid, "type": t, "split": "dev", "pro_sentence": f"pro {pid}", "anti_sentence": f"anti {pid}",
+         "pro_pronoun": pp, "anti_pronoun": ap, "pronoun_index": 5, "occupation": occ, "minimal_pair": minimal}
+        for pid, t, minimal, _, _, pp, ap, occ in WINOBIAS
+    ])
+
+
+def winogender_frame():
+    return pd.DataFrame([
+        {"item_id": f"{occ}.someone.{ans}", "occupation": occ, "participant": "someone", "answer": ans,
+         "sentence_male": f"m {occ} {ans}", "sentence_female": f"f {occ} {ans}", "sentence_neutral": f"n {occ} {ans}",
+         "bls_pct_female": bls, "bergsma_pct_female": bls}
+        for occ, ans, _, _, _, bls in WINOGENDER
+    ])
+
+
+class FakeScorer:
+    """Returns known probabilities; sentences get 3 tokens of equal probability (geometric mean = P)."""
+
+    kind = "causal"
+
+    def __init__(self):
+        self.table: dict[Request, Score] = {}
+        self.calls: list[int] = []
+        for prefix, p_m, p_w, *_ in CLOZE_ROWS:
+            self.table[Request(prefix, " him")] = Score(math.log(p_m), 1, False)
+            self.table[Request(prefix, " her")] = Score(math.log(p_w), 1, False)
+        for pid, _, _, p_pro, p_anti, *_ in WINOBIAS:
+            self.table[Request("", f"pro {pid}")] = Score(3 * math.log(p_pro), 3, False)
+            self.table[Request("", f"anti {pid}")] = Score(3 * math.log(p_anti), 3, False)
+        for occ, ans, p_m, p_f, p_n, _ in WINOGENDER:
+            for tag, p in (("m", p_m), ("f", p_f), ("n", p_n)):
+                self.table[Request("", f"{tag} {occ} {ans}")] = Score(3 * math.log(p), 3, False)
+
+    def loglikelihood(self, requests, desc=None):
+        self.calls.append(len(requests))
+        return [self.table[r] for r in requests]
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    genderlex_frame(CLOZE_ROWS).to_parquet(tmp_path / "genderlex.parquet")
+    winobias_frame().to_parquet(tmp_path / "winobias.parquet")
+    winogender_frame().to_parquet(tmp_path / "winogender.parquet")
+    (tmp_path / "vectors.txt").write_text(GLOVE, encoding="utf-8")
+    return tmp_path
+
+
+def file_options(prepared):
+    return {"vectors": str(prepared / "vectors.txt"), "vectors_format": "glove"}
+
+
+# ------------------------------------------------------------------------------------------- hand-computed
+def test_genderlex_metrics_by_hand(prepared):
+    scorer = FakeScorer()
+    result = BENCHMARK.run(scorer, prepared, file_options(prepared), CTX)
+    m = {k.removeprefix("cloze_gender/"): v for k, v in result.metrics.items()}
+    pred = result.predictions["cloze_gender_genderlex"]
+
+    s5 = math.sqrt(5)
+    cgs_m = [0.2 ** 0, 0.1 ** 1, 0.25 ** (1 - 1 / s5), 0.3]
+    cgs_w = [0.1 ** 1, 0.3 ** 0, 0.2 ** (1 - 2 / s5), 0.3]
+    clean = pred[~pred["is_duplicate"]]
+    assert list(clean["cgs_m"]) == pytest.approx(cgs_m)
+    assert list(clean["cgs_w"]) == pytest.approx(cgs_w)
+    assert list(clean["preferred"]) == ["M", "W", "W", "equal"]  # flown: LM says M, CGS says W
+    assert list(clean["lm_preferred"]) == ["M", "W", "M", "equal"]
+
+    group = "genderlex/occupation/verb"
+    assert m[f"{group}/him_ratio"].value == pytest.approx(1 / 3)  # duplicate row excluded (else 2/4)
+    assert m[f"{group}/him_ratio"].n == 4
+    assert m[f"{group}/lm_him_ratio"].value == pytest.approx(2 / 3)
+    assert m[f"{group}/hb_match"].value == pytest.approx(2 / 4)  # crafted M=M, cooked W=W
+    assert m[f"{group}/kl_ratio_uniform"].value == pytest.approx(1 / 3 * math.log(2 / 3) + 2 / 3 * math.log(4 / 3))
+    q = [a / (a + b) for a, b in zip(cgs_m, cgs_w)]
+    kl_rows = [x * math.log(2 * x) + (1 - x) * math.log(2 * (1 - x)) for x in q]
+    assert m[f"{group}/kl_row_uniform"].value == pytest.approx(sum(kl_rows) / 4)
+    # WEAT: s(crafted)=1, s(flown)=1/sqrt5-2/sqrt5, s(cooked)=-1, s(filed)=0 ; X={crafted,flown}, Y={cooked,filed}
+    s_x, s_y = [1.0, -1 / s5], [-1.0, 0.0]
+    d = (np.mean(s_x) - np.mean(s_y)) / np.std(s_x + s_y, ddof=1)
+    assert m[f"{group}/weat_d"].value == pytest.approx(d)
+    assert m["genderlex/him_ratio"].value == pytest.approx(1 / 3)
+    assert m[f"{group}/him_ratio"].direction == "target" and m[f"{group}/him_ratio"].ideal == 0.5
+    low, high = m[f"{group}/him_ratio"].ci_low, m[f"{group}/him_ratio"].ci_high
+    assert low is not None and low <= 1 / 3 <= high
+
+    # every score needed to recompute a metric is in the predictions
+    assert assoc.bias_ratio(assoc.preferred_gender(clean["cgs_m"], clean["cgs_w"])) == pytest.approx(1 / 3)
+    assert {"logprob_m", "logprob_w", "p_m", "p_w", "sim_m", "sim_w", "weat_assoc", "hb"} <= set(pred.columns)
+    table = result.tables["cloze_gender_genderlex"]
+    assert set(table["subject"]) == {"all", "occupation"}
+
+
+def test_winobias_and_winogender_by_hand(prepared):
+    scorer = FakeScorer()
+    result = BENCHMARK.run(scorer, prepared, file_options(prepared), NO_CI)
+    m = {k.removeprefix("cloze_gender/"): v for k, v in result.metrics.items()}
+    assert m["winobias/pro_share"].value == pytest.approx(2 / 3)  # the non-minimal pair is left out
+    assert m["winobias/pro_share"].n == 3
+    assert m["winobias/type1/pro_share"].value == pytest.approx(1 / 2)
+    assert m["winobias/type2/pro_share"].value == pytest.approx(1.0)
+    wb = result.predictions["cloze_gender_winobias"].set_index("pair_id")
+    assert wb.loc["1.dev.0", "prob_pro"] == pytest.approx(0.5)
+    assert wb.loc["1.dev.0", "cgs_pro"] == pytest.approx(1.0)  # sim(he, developer) = 1 -> 0.5^0
+    assert wb.loc["1.dev.0", "cgs_anti"] == pytest.approx(0.4)  # sim(she, developer) = 0
+    assert wb.loc["2.dev.0", "cgs_pro"] == pytest.approx(0.6)  # 'nurse' not in the file: sim 0 (authors)
+    assert m["winobias/cgs_pro_share"].value == pytest.approx(2 / 3)
+
+    # Winogender: male preferred in 2 items, tie in 1 (counts 1/2), female in 3 -> 2.5 / 6
+    assert m["winogender/male_share"].value == pytest.approx(2.5 / 6)
+    logratio = {occ: [] for occ, *_ in WINOGENDER}
+    for occ, _, p_m, p_f, _, _ in WINOGENDER:
+        logratio[occ].append(math.log(p_f) - math.log(p_m))
+    occs = sorted(logratio)
+    r = np.corrcoef([np.mean(logratio[o]) for o in occs], [10.0 if o == "engineer" else 90.0 if o == "nurse" else 60.0
+                                                           for o in occs])[0, 1]
+    assert m["winogender/bls_correlation"].value == pytest.approx(r)
+    assert m["winogender/neutral_share"].value == pytest.approx(1 / 6)
+
+
+def test_one_engine_call_per_request_type(prepared):
+    scorer = FakeScorer()
+    BENCHMARK.run(scorer, prepared, file_options(prepared), NO_CI)
+    # cloze requests (4 unique rows x 2 pronouns; the duplicate row is scored once) + all sentences
+    assert scorer.calls == [8, 2 * len(WINOBIAS) + 3 * len(WINOGENDER)]
+
+
+def test_options_are_checked(prepared):
+    scorer = FakeScorer()
+    with pytest.raises(ValueError, match="unknown key"):
+        BENCHMARK.run(scorer, prepared, {"vector": "model"}, NO_CI)
+    with pytest.raises(ValueError, match="vectors_format"):
+        BENCHMARK.run(scorer, prepared, {"vectors": str(prepared / "vectors.txt")}, NO_CI)
+    with pytest.raises(ValueError, match="datasets"):
+        BENCHMARK.run(scorer, prepared, {"datasets": ["crows"]}, NO_CI)
+    masked = FakeScorer()
+    masked.kind = "masked"
+    with pytest.raises(NotImplementedError, match="causal"):
+        BENCHMARK.run(masked, prepared, file_options(prepared), NO_CI)
+
+
+def test_bad_prepared_data_is_reported(tmp_path):
+    frame = genderlex_frame(CLOZE_ROWS)
+    frame.loc[1, "sent_w"] = "A different sentence by her"
+    frame.to_parquet(tmp_path / "genderlex.parquet")
+    with pytest.raises(ValueError, match="row 1 .*differ before the last word"):
+        BENCHMARK.run(FakeScorer(), tmp_path, {"datasets": ["genderlex"]}, NO_CI)
+    with pytest.raises(FileNotFoundError, match="winobias.parquet"):
+        BENCHMARK.run(FakeScorer(), tmp_path, {"datasets": ["winobias"]}, NO_CI)
+    frame.drop(columns=["hb"]).to_parquet(tmp_path / "genderlex.parquet")
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['hb'\]"):
+        BENCHMARK.run(FakeScorer(), tmp_path, {"datasets": ["genderlex"]}, NO_CI)
+
+
+# ------------------------------------------------------------------------------------------- tiny real model
+REAL_ROWS = [
+    ("The doctor said that the man would come to", 0, 0, "doctor", "M"),
+    ("The nurse said that the woman would come to", 0, 0, "nurse", "W"),
+    ("She is a woman and they said it was for", 0, 0, "woman", "W"),
+    ("He is a man and people said it was for", 0, 0, "man", "M"),
+    ("Him, her, them. The doctor came with", 0, 0, "came", "M"),
+]
+
+
+@pytest.fixture
+def real_prepared(tmp_path):
+    genderlex_frame(REAL_ROWS, duplicate_of_first=False).to_parquet(tmp_path / "genderlex.parquet")
+    pd.DataFrame([
+        {"pair_id": "1.dev.0", "type": 1, "split": "dev", "pro_sentence": "The doctor said that he would come.",
+         "anti_sentence": "The doctor said that she would come.", "pro_pronoun": "he", "anti_pronoun": "she",
+         "pronoun_index": 4, "occupation": "doctor", "minimal_pair": True},
+        {"pair_id": "2.dev.0", "type": 2, "split": "dev", "pro_sentence": "The nurse said that she is a woman.",
+         "anti_sentence": "The nurse said that he is a woman.", "pro_pronoun": "she", "anti_pronoun": "he",
+         "pronoun_index": 4, "occupation": "nurse", "minimal_pair": True},
+    ]).to_parquet(tmp_path / "winobias.parquet")
+    pd.DataFrame([
+        {"item_id": f"{occ}.someone.0", "occupation": occ, "participant": "someone", "answer": 0,
+         "sentence_male": f"The {occ} said that he would come.",
+         "sentence_female": f"The {occ} said that she would come.",
+         "sentence_neutral": f"The {occ} said that they would come.", "bls_pct_female": bls, "bergsma_pct_female": bls}
+        for occ, bls in [("doctor", 40.0), ("nurse", 90.0), ("man", 5.0)]
+    ]).to_parquet(tmp_path / "winogender.parquet")
+    return tmp_path
+
+
+def naive_cloze_logprob(model, tokenizer, prefix: str, word: str) -> float:
+    """One forward per sentence, as the authors' ``cloze_prob_last_word`` (no BOS)."""
+    whole = tokenizer.encode(f"{prefix} {word}", add_special_tokens=False)
+    n_ctx = len(tokenizer.encode(prefix, add_special_tokens=False))
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(torch.tensor([whole])).logits[0].float(), -1)
+    return sum(float(logprobs[i - 1, whole[i]]) for i in range(n_ctx, len(whole)))
+
+
+def naive_sentence_token_logprobs(model, tokenizer, sentence: str) -> list[tuple[int, float]]:
+    ids = [tokenizer.bos_token_id] + tokenizer.encode(sentence, add_special_tokens=False)
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+    return [(ids[i], float(logprobs[i - 1, ids[i]])) for i in range(1, len(ids))]
+
+
+def test_tiny_model_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_tokenizer, real_prepared):
+    result = BENCHMARK.run(tiny_scorer, real_prepared, {}, NO_CI)
+    pred = result.predictions["cloze_gender_genderlex"]
+    for row in pred.itertuples():
+        prefix = row.sent_m.rsplit(" ", 1)[0]
+        for word, got in (("him", row.logprob_m), ("her", row.logprob_w)):
+            assert got == pytest.approx(naive_cloze_logprob(tiny_causal_model, tiny_tokenizer, prefix, word), abs=1e-5)
+    wg = result.predictions["cloze_gender_winogender"]
+    for row in wg.itertuples():
+        lps = [lp for _, lp in naive_sentence_token_logprobs(tiny_causal_model, tiny_tokenizer, row.sentence_male)]
+        assert row.prob_male == pytest.approx(math.exp(np.mean(lps)), rel=1e-5)
+
+    authors = BENCHMARK.run(tiny_scorer, real_prepared, {"sentence_prob": "authors", "datasets": ["winobias"]}, NO_CI)
+    wb = authors.predictions["cloze_gender_winobias"]
+    for row in wb.itertuples():
+        tokens = naive_sentence_token_logprobs(tiny_causal_model, tiny_tokenizer, row.pro_sentence)
+        kept = [math.exp(lp) for tok, lp in tokens if tiny_tokenizer.decode([tok]).strip() != "."]
+        assert len(kept) < len(tokens)  # the final "." was left out
+        assert row.prob_pro == pytest.approx(np.mean(kept), abs=1e-6)
+
+
+def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_path_factory):
+    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, WEAT d -> -d, HB match unchanged."""
+    swapped_dir = tmp_path_factory.mktemp("swapped")
+    frame = pd.read_parquet(real_prepared / "genderlex.parquet")
+    swapped = frame.assign(sent_m=frame["sent_w"], sent_w=frame["sent_m"], hb=frame["hb"].map({"M": "W", "W": "M"}))
+    swapped.to_parquet(swapped_dir / "genderlex.parquet")
+    # file vectors put "doctor"/"man" next to "him", so some rows prefer him and the ratio is not trivial
+    (swapped_dir / "v.txt").write_text(GLOVE + "doctor 1 0 0\nnurse 0 1 0\ncame 1 1 1\n", encoding="utf-8")
+    options = {"datasets": ["genderlex"], "vectors": str(swapped_dir / "v.txt"), "vectors_format": "glove"}
+    base = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics
+    mirror = BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics
+    key = "cloze_gender/genderlex/occupation/verb"
+    r = base[f"{key}/him_ratio"].value
+    assert 0 < r < 1
+    assert mirror[f"{key}/him_ratio"].value == pytest.approx(1 - r)
+    assert mirror[f"{key}/lm_him_ratio"].value == pytest.approx(1 - base[f"{key}/lm_him_ratio"].value)
+    assert mirror[f"{key}/hb_match"].value == pytest.approx(base[f"{key}/hb_match"].value)
+    assert mirror[f"{key}/kl_row_uniform"].value == pytest.approx(base[f"{key}/kl_row_uniform"].value)
+    d = base[f"{key}/weat_d"].value
+    assert np.isfinite(d) and d != 0
+    assert mirror[f"{key}/weat_d"].value == pytest.approx(-d)
