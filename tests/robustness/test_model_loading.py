@@ -1,0 +1,42 @@
+"""Model loading refuses what it cannot load safely, with a message that says what to do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from biaslab.models import ModelLoadError, load_model, load_variant_model
+
+
+def test_unknown_hub_id_offline_names_the_fix(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError) as err:
+        load_model("no-such-org/no-such-model-biaslab")
+    message = str(err.value)
+    assert "no-such-org/no-such-model-biaslab" in message and "model.source" in message
+
+
+def test_pickle_only_checkpoint_is_refused(tmp_path, tiny_causal_model, tiny_tokenizer):
+    tiny_causal_model.config.save_pretrained(tmp_path)
+    tiny_tokenizer.save_pretrained(tmp_path)
+    torch.save(tiny_causal_model.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="pickle.*allow_pickle"):
+        load_model(tmp_path)
+
+
+def test_safetensors_checkpoint_loads_and_has_a_stable_fingerprint(tmp_path, tiny_causal_model, tiny_tokenizer):
+    tiny_causal_model.save_pretrained(tmp_path)
+    tiny_tokenizer.save_pretrained(tmp_path)
+    first, second = load_model(tmp_path), load_model(tmp_path)
+    assert first.kind == "causal" and first.fingerprint == second.fingerprint
+
+
+def test_directory_without_config_is_not_a_model(tmp_path):
+    (tmp_path / "weights.safetensors").write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        load_model(tmp_path)
+
+
+def test_missing_variant_directory_says_how_to_build_it(tmp_path):
+    with pytest.raises(ModelLoadError, match="dvc repro"):
+        load_variant_model(tmp_path / "models" / "soft")
