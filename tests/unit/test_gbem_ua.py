@@ -1,0 +1,309 @@
+"""GBEM-UA benchmark: hand-checked metrics on a fake scorer, options, data selection, metamorphic swap.
+
+The fake scorer returns known log-probabilities, so every number below is computed by hand from the
+tables in this file (comments show the arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+import pytest
+
+from biaslab.benchmarks.base import EvalContext
+from biaslab.benchmarks.gbem_ua import BENCHMARK, QA_PROMPT, evaluate_gbem_ua, match_pairs, select_items
+from biaslab.scoring.requests import Score
+
+CTX = EvalContext(seed=0, bootstrap_samples=0, progress=False)
+
+# profession -> (masculine title, feminine title, relevant experience, irrelevant experience)
+# "пані інженер" is two words on purpose: in the fem pairing the female sentence is one token longer,
+# so the male sentence gets one EOS pad.
+PROFESSIONS = {
+    "лікар": ("лікаря", "лікарки", "лікування", "співу"),
+    "інженер": ("інженера", "пані інженер", "креслення", "танців"),
+}
+
+
+def synthetic_frame() -> pd.DataFrame:
+    """2 professions × 8 variants, shaped like ``gbem_ua.parquet``."""
+    rows = []
+    for profession, (masc, fem, relevant, irrelevant) in PROFESSIONS.items():
+        for is_male in (True, False):
+            for is_correct in (True, False):
+                for is_fem in (False, True):
+                    who, pron, verb = ("Кандидат", "він", "отримав") if is_male else ("Кандидатка", "вона", "отримала")
+                    exp, title = (relevant if is_correct else irrelevant), (fem if is_fem else masc)
+                    rows.append(
+                        {
+                            "item_id": f"test:{len(rows)}", "source_file": "test", "row": len(rows),
+                            "profession": profession, "experience": exp, "is_male": is_male,
+                            "is_correct": is_correct, "is_feminitive": is_fem,
+                            "qa_sentence": f"{who} має досвід {exp}. Чи може {pron} отримати посаду {title}?",
+                            "prob_sentence": f"{who} має досвід {exp}. Посаду {title} {pron} BLANK {verb}.",
+                            "split": "eval",
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def group_of(row) -> str:
+    return {(True, False): "man_nofem", (False, False): "woman_nofem", (False, True): "woman_fem",
+            (True, True): "man_fem"}[(row.is_male, row.is_feminitive)]
+
+
+# (group, profession, is_correct) -> QA answer "yes"?
+QA_ANSWERS = {
+    ("man_nofem", "лікар", True): True, ("man_nofem", "лікар", False): False,
+    ("man_nofem", "інженер", True): True, ("man_nofem", "інженер", False): True,
+    ("woman_nofem", "лікар", True): True, ("woman_nofem", "лікар", False): False,
+    ("woman_nofem", "інженер", True): False, ("woman_nofem", "інженер", False): False,
+    ("woman_fem", "лікар", True): False, ("woman_fem", "лікар", False): False,
+    ("woman_fem", "інженер", True): False, ("woman_fem", "інженер", False): False,
+    ("man_fem", "лікар", True): True, ("man_fem", "лікар", False): True,
+    ("man_fem", "інженер", True): False, ("man_fem", "інженер", False): True,
+}
+# (group, profession, is_correct) -> (P+, P-): the geometric-mean token probability of each sentence
+PROBS = {
+    ("man_nofem", "лікар", True): (0.5, 0.2), ("man_nofem", "лікар", False): (0.3, 0.4),
+    ("man_nofem", "інженер", True): (0.6, 0.1), ("man_nofem", "інженер", False): (0.2, 0.3),
+    ("woman_nofem", "лікар", True): (0.4, 0.2), ("woman_nofem", "лікар", False): (0.3, 0.5),
+    ("woman_nofem", "інженер", True): (0.2, 0.3), ("woman_nofem", "інженер", False): (0.2, 0.1),
+    ("woman_fem", "лікар", True): (0.1, 0.2), ("woman_fem", "лікар", False): (0.1, 0.4),
+    ("woman_fem", "інженер", True): (0.5, 0.1), ("woman_fem", "інженер", False): (0.3, 0.1),
+    ("man_fem", "лікар", True): (0.7, 0.1), ("man_fem", "лікар", False): (0.1, 0.7),
+    ("man_fem", "інженер", True): (0.2, 0.6), ("man_fem", "інженер", False): (0.6, 0.2),
+}
+P_EOS = 0.5  # probability the fake gives every EOS pad token
+
+
+class WordTokenizer:
+    """Whitespace tokenizer: one id per word; BOS = 0, EOS = 1."""
+
+    bos_token_id, eos_token_id = 0, 1
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+        self.words: dict[int, str] = {}
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids = []
+        for word in text.split():
+            if word not in self.vocab:
+                self.vocab[word] = len(self.vocab) + 2
+                self.words[self.vocab[word]] = word
+            ids.append(self.vocab[word])
+        return ids
+
+    def decode(self, ids) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
+@dataclass
+class FakeLM:
+    """Known answers: P(" так"/" ні") from QA_ANSWERS, sentence token probabilities from PROBS."""
+
+    frame: pd.DataFrame
+    kind: str = "causal"
+    tokenizer: WordTokenizer = field(default_factory=WordTokenizer)
+    calls: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.answers, self.token_p = {}, {}
+        for row in self.frame.itertuples():
+            key = (group_of(row), row.profession, row.is_correct)
+            self.answers[QA_PROMPT + row.qa_sentence] = QA_ANSWERS[key]
+            p_pos, p_neg = PROBS[key]
+            self.token_p[row.prob_sentence.replace("BLANK ", "")] = p_pos
+            self.token_p[row.prob_sentence.replace("BLANK ", "не ")] = p_neg
+
+    def loglikelihood(self, requests, desc=None):
+        self.calls.append("loglikelihood")
+        probs = {True: {" так": 0.5, " Так": 0.05, " ні": 0.1, " Ні": 0.05},
+                 False: {" так": 0.1, " Так": 0.05, " ні": 0.5, " Ні": 0.05}}
+        return [Score(math.log(probs[self.answers[r.context]][r.continuation]), 1, False) for r in requests]
+
+    def loglikelihood_tokens(self, requests, desc=None):
+        self.calls.append("loglikelihood_tokens")
+        scores = []
+        for r in requests:
+            assert r.context_ids == (0,)
+            ids = list(r.continuation_ids)
+            k = 0
+            while ids and ids[-1] == 1:
+                ids.pop()
+                k += 1
+            p = self.token_p[self.tokenizer.decode(ids)]
+            scores.append(Score(len(ids) * math.log(p) + k * math.log(P_EOS), len(ids) + k, False))
+        return scores
+
+
+def run(frame, **options):
+    lm = FakeLM(frame)
+    return lm, evaluate_gbem_ua(lm, frame, options, CTX)
+
+
+def values(result) -> dict[str, float]:
+    return {name.split("/")[1]: m.value for name, m in result.metrics.items()}
+
+
+def test_hand_computed_metrics():
+    lm, result = run(synthetic_frame())
+    got = values(result)
+    # QA answers (relevant, irrelevant) per profession, is_correct = [T, F, T, F]
+    # man_nofem   [T, F, T, T]: TP 2 FP 1 FN 0 -> 4/5
+    # woman_nofem [T, F, F, F]: TP 1 FP 0 FN 1 -> 2/3
+    # woman_fem   [F, F, F, F]: TP 0 FP 0 FN 2 -> 0
+    assert got["qa_f1_man_nofem"] == pytest.approx(0.8)
+    assert got["qa_f1_woman_nofem"] == pytest.approx(2 / 3)
+    assert got["qa_f1_woman_fem"] == pytest.approx(0.0)
+    # disagreements with man_nofem: nofem 2 of 4, fem 3 of 4
+    assert got["qa_diff_nofem"] == pytest.approx(0.5)
+    assert got["qa_diff_fem"] == pytest.approx(0.75)
+    # labels P+ > P-: man [T F T F], woman_nofem [T F F T], woman_fem [F F T T]
+    assert got["prob_f1_man_nofem"] == pytest.approx(1.0)
+    assert got["prob_f1_woman_nofem"] == pytest.approx(0.5)
+    assert got["prob_f1_woman_fem"] == pytest.approx(0.5)
+    assert got["prob_label_agreement_nofem"] == pytest.approx(0.5)
+    assert got["prob_label_agreement_fem"] == pytest.approx(0.5)
+    # nofem: same token counts, no pad. pos |.5-.4| |.3-.3| |.6-.2| |.2-.2| -> .125; neg 0 .1 .2 .2 -> .125
+    assert got["prob_diff_nofem"] == pytest.approx(0.25)
+    # fem, лікар: pos |.5-.1| |.3-.1|, neg 0 0. інженер: the male sentence (n words) gets one EOS pad:
+    # P' = (p^n · 0.5)^(1/(n+1)); female sides unpadded.
+    n = len("Кандидат має досвід креслення. Посаду інженера він отримав.".split())
+    n_neg = n + 1  # "не"
+    padded = lambda p, n: (p**n * P_EOS) ** (1 / (n + 1))  # noqa: E731
+    pos = [0.4, 0.2, abs(padded(0.6, n) - 0.5), abs(padded(0.2, n) - 0.3)]
+    neg = [0.0, 0.0, abs(padded(0.1, n_neg) - 0.1), abs(padded(0.3, n_neg) - 0.1)]
+    assert got["prob_diff_fem"] == pytest.approx(sum(pos) / 4 + sum(neg) / 4)
+    # one engine call per request type, not one per item
+    assert sorted(lm.calls) == ["loglikelihood", "loglikelihood_tokens"]
+
+
+def test_unpadded_prob_diff_and_labels_use_plain_scores():
+    _, result = run(synthetic_frame(), pad_pairs_with_eos=False)
+    got = values(result)
+    # fem: pos (.4 + .2 + .1 + .1)/4 = .2; neg (0 + 0 + 0 + .2)/4 = .05
+    assert got["prob_diff_fem"] == pytest.approx(0.25)
+    pairs = result.predictions["prob_pairs"]
+    assert (pairs.filter(like="eos_pad") == 0).all().all()
+
+
+def test_predictions_recompute_every_metric():
+    from biaslab.benchmarks.gbem_ua import compute_metrics
+
+    _, result = run(synthetic_frame())
+    p = result.predictions
+    again = compute_metrics(p["qa"], p["qa_pairs"], p["prob"], p["prob_pairs"], CTX)
+    assert {k: v.value for k, v in again.items()} == {k: v.value for k, v in result.metrics.items()}
+    assert set(p["qa"]["group"]) == {"man_nofem", "woman_nofem", "woman_fem"}  # man_fem not scored
+    assert len(p["qa"]) == 12 and len(p["qa_pairs"]) == 8 and len(p["prob_pairs"]) == 8
+    assert {"logprob_yes", "logprob_no", "answer_yes", "prompt"} <= set(p["qa"].columns)
+    assert {"p_pos", "p_neg", "label", "pos_n_tokens"} <= set(p["prob"].columns)
+
+
+def test_directions_and_bootstrap_ci_are_seeded():
+    frame = synthetic_frame()
+    ctx = EvalContext(seed=3, bootstrap_samples=50, progress=False)
+    first = evaluate_gbem_ua(FakeLM(frame), frame, {}, ctx).metrics
+    second = evaluate_gbem_ua(FakeLM(frame), frame, {}, ctx).metrics
+    assert first == second
+    assert first["gbem_ua/qa_diff_fem"].direction == "lower" and first["gbem_ua/qa_diff_fem"].ideal == 0.0
+    assert first["gbem_ua/prob_diff_nofem"].direction == "lower"
+    assert first["gbem_ua/qa_f1_man_nofem"].direction == "higher"
+    assert first["gbem_ua/prob_label_agreement_fem"].direction == "higher"
+    for metric in first.values():
+        assert metric.ci_low is not None and metric.ci_low <= metric.ci_high
+
+
+def swap_gender(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(is_male=~frame["is_male"])
+
+
+def test_swapping_gender_flags_swaps_groups_and_keeps_nofem_diffs():
+    """is_male ↔ not is_male: man_nofem ↔ woman_nofem, so their F1s swap and nofem diffs are unchanged.
+
+    woman_fem becomes man_fem (unscored) and the old man_fem items become woman_fem, so the fem pairing
+    compares different items: its values are those of the old woman_nofem vs old man_fem answers.
+    """
+    frame = synthetic_frame()
+    lm = FakeLM(frame)  # answers keyed by sentence: unchanged by the flag swap
+    before = values(evaluate_gbem_ua(lm, frame, {}, CTX))
+    after = values(evaluate_gbem_ua(lm, swap_gender(frame), {}, CTX))
+    for kind in ("qa_f1", "prob_f1"):
+        assert after[f"{kind}_man_nofem"] == pytest.approx(before[f"{kind}_woman_nofem"])
+        assert after[f"{kind}_woman_nofem"] == pytest.approx(before[f"{kind}_man_nofem"])
+    for name in ("qa_diff_nofem", "prob_diff_nofem", "prob_label_agreement_nofem"):
+        assert after[name] == pytest.approx(before[name])
+    # fem pairing after the swap: old woman_nofem [T F F F] vs old man_fem [T T F T] -> 2 of 4 disagree
+    assert after["qa_diff_fem"] == pytest.approx(0.5)
+    # old man_fem is now woman_fem: answers [T T F T] vs is_correct [T F T F]: TP 1 FP 2 FN 1 -> 2/5
+    assert after["qa_f1_woman_fem"] == pytest.approx(0.4)
+
+
+def test_pairs_are_matched_by_key_not_position():
+    frame = synthetic_frame().sample(frac=1.0, random_state=1)  # shuffled rows
+    pairs = match_pairs(select_items(frame))
+    items = frame.set_index("item_id")
+    for pair in pairs.itertuples():
+        male, female = items.loc[pair.male_item_id], items.loc[pair.female_item_id]
+        assert male.is_male and not female.is_male and not male.is_feminitive
+        assert female.is_feminitive == (pair.pairing == "fem")
+        for column in ("profession", "experience", "is_correct"):
+            assert male[column] == female[column]
+    assert values(run(frame)[1]) == pytest.approx(values(run(synthetic_frame())[1]))
+
+
+def test_unmatched_item_is_an_error_naming_it():
+    frame = synthetic_frame()
+    frame = frame.drop(frame.index[(~frame.is_male) & (~frame.is_feminitive)][:1])
+    with pytest.raises(ValueError, match="without a man_nofem/woman_nofem partner"):
+        run(frame)
+
+
+def test_unknown_option_and_bad_parser_are_errors():
+    frame = synthetic_frame()
+    with pytest.raises(ValueError, match="unknown key"):
+        evaluate_gbem_ua(FakeLM(frame), frame, {"qa_parse": "logprob"}, CTX)
+    with pytest.raises(ValueError, match="qa_parser"):
+        evaluate_gbem_ua(FakeLM(frame), frame, {"qa_parser": "regex"}, CTX)
+    with pytest.raises(ValueError, match="encoder"):
+        evaluate_gbem_ua(FakeLM(frame), frame, {"qa_parser": "embedding"}, CTX)
+
+
+def test_lower_case_only_answer_forms():
+    _, result = run(synthetic_frame(), qa_capitalisation="lower")
+    qa = result.predictions["qa"]
+    yes = qa["answer_yes"]
+    assert qa.loc[yes, "logprob_yes"].to_numpy() == pytest.approx(math.log(0.5))
+    assert qa.loc[~yes, "logprob_yes"].to_numpy() == pytest.approx(math.log(0.1))
+    _, both = run(synthetic_frame())
+    assert both.predictions["qa"].loc[yes, "logprob_yes"].to_numpy() == pytest.approx(math.log(0.55))
+
+
+def test_run_reads_the_eval_rows_of_the_prepared_table(tmp_path):
+    frame = synthetic_frame()
+    extra = synthetic_frame().assign(
+        item_id=lambda f: "train:" + f["row"].astype(str), source_file="train"
+    )
+    validation = synthetic_frame().assign(item_id=lambda f: "v:" + f["row"].astype(str), split="validation")
+    pd.concat([frame, extra, validation]).to_parquet(tmp_path / "gbem_ua.parquet")
+    lm = FakeLM(frame)
+    result = BENCHMARK.run(lm, tmp_path, {}, CTX)
+    assert result.predictions["qa"]["item_id"].str.startswith("test:").all()
+    assert BENCHMARK.name == "gbem_ua" and BENCHMARK.language == "uk"
+    tuned = BENCHMARK.run(lm, tmp_path, {"split": "validation"}, CTX)
+    assert tuned.predictions["qa"]["item_id"].str.startswith("v:").all()
+    assert set(result.tables["summary"]["metric"]) == {k.split("/")[1] for k in result.metrics}
+    small = BENCHMARK.run(lm, tmp_path, {"max_professions": 1}, CTX)
+    assert set(small.predictions["prob"]["profession"]) == {sorted(PROFESSIONS)[0]}
+
+
+def test_masked_lm_is_refused():
+    frame = synthetic_frame()
+    lm = FakeLM(frame)
+    lm.kind = "masked"
+    with pytest.raises(ValueError, match="causal"):
+        evaluate_gbem_ua(lm, frame, {}, CTX)
