@@ -1,0 +1,43 @@
+"""DVC stage ``register``: every variant becomes a version of ``registry.model_name``.
+
+    python pipelines/register.py --params params.yaml [--flavor transformers|artifacts]
+
+Full models are logged with the MLflow ``transformers`` flavour (``--flavor artifacts``: a verified byte
+copy, faster); LoRA adapters / embedding hooks as artifacts referencing the base's version; the prompt
+variant as ``prompt.json``. Artifacts are verified before a version is created; unchanged content reuses
+its version. The alias ``candidate`` moves to the newest version. Writes ``runs/register.json``
+(variant -> version), which ``report`` and ``biaslab promote`` read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from biaslab import tracking
+from biaslab.config import ConfigError, load_params
+from biaslab.registry import FLAVORS, REGISTER_JSON, RegistryError, register_variants, write_register_json
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
+    parser.add_argument("--flavor", choices=FLAVORS, default="transformers", help="how full models are logged")
+    parser.add_argument("--metrics-dir", default="metrics")
+    args = parser.parse_args(argv)
+    try:
+        params = load_params(args.params)
+        tracking.configure(params.tracking)
+        result = register_variants(params, ".", metrics_dir=args.metrics_dir, flavor=args.flavor)
+    except (ConfigError, RegistryError) as exc:
+        print(f"register failed: {exc}", file=sys.stderr)
+        return 1
+    write_register_json(result, params.registry.model_name, REGISTER_JSON)
+    for name, reg in result.items():
+        print(f"  {name:<10} version {reg.version:<4} {'(unchanged, reused)' if reg.reused else '(new)'}")
+    print(f"registered {len(result)} variants of {params.registry.model_name} -> {REGISTER_JSON}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""DVC stage ``report``: side-by-side tables of all variants, a bias-vs-accuracy plot, logged to MLflow.
+
+    python pipelines/report.py --params params.yaml
+
+Reads ``metrics/<variant>.json``, ``reports/tables/<variant>/`` and ``runs/register.json``; writes
+``reports/report.md``, ``reports/{summary,gbem_ua,occugender,bias_vs_accuracy}.csv``,
+``reports/bias_vs_accuracy.{json,png}`` and ``reports/side_by_side/`` (see src/biaslab/report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from biaslab.config import ConfigError, load_params
+from biaslab.registry import RegistryError
+from biaslab.report import DEFAULT_ACCURACY, DEFAULT_BIAS, write_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
+    parser.add_argument("--accuracy", default=DEFAULT_ACCURACY, help="x axis of the bias-vs-accuracy plot")
+    parser.add_argument("--bias", default=DEFAULT_BIAS, help="y axis of the bias-vs-accuracy plot")
+    args = parser.parse_args(argv)
+    try:
+        files = write_report(load_params(args.params), ".", accuracy=args.accuracy, bias=args.bias)
+    except (ConfigError, RegistryError) as exc:
+        print(f"report failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"report -> {files.report_md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

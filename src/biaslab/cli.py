@@ -1,0 +1,172 @@
+"""The ``biaslab`` command: inspect variants and metrics, and promote a variant through the fairness gate.
+
+    biaslab variants                 # every variant of params.yaml with its registry version and key metrics
+    biaslab show-metrics lora        # every metric of one variant (value, CI, direction, ideal)
+    biaslab show-metrics             # every metric, all variants side by side
+    biaslab promote lora             # gate -> alias `champion`, or refusal with reasons (exit 1)
+
+Run from the project root (or pass ``--root``). Only ``promote`` talks to MLflow; nothing heavy is
+imported until a command runs, so ``biaslab --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="biaslab: measure and mitigate gender bias in language models.", no_args_is_help=True,
+                  add_completion=False)
+
+PARAMS_OPT = typer.Option("params.yaml", "--params", help="params file (relative to --root)")
+ROOT_OPT = typer.Option(".", "--root", help="project root holding metrics/, runs/ and mlruns/")
+EXIT_REFUSED, EXIT_ERROR = 1, 2
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, width=160)
+
+
+def _fail(message: str) -> None:
+    _console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def _load(root: Path, params_file: str):
+    from biaslab.config import ConfigError, load_params
+
+    try:
+        return load_params(root / params_file)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _fmt(value: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    text = f"{value:.4g}"
+    if lo is not None and hi is not None:
+        text += f" [{lo:.4g}, {hi:.4g}]"
+    return text
+
+
+def _metrics_or_none(root: Path, variant: str):
+    from biaslab.registry import read_metrics
+
+    path = root / "metrics" / f"{variant}.json"
+    return read_metrics(path, variant) if path.is_file() else None
+
+
+@app.command()
+def variants(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
+    """List the variants with their registry version and latest metrics (gate metrics first)."""
+    import json
+
+    from rich.table import Table
+
+    params = _load(root, params_file)
+    reg = root / "runs" / "register.json"
+    versions = json.loads(reg.read_text(encoding="utf-8")).get("versions", {}) if reg.is_file() else {}
+    key_metrics = list(dict.fromkeys([c.metric for c in params.registry.gate]))
+    table = Table(title=f"variants ({params.registry.model_name})")
+    for col in ("variant", "method", "version", "model fingerprint", *key_metrics, "metrics", "description"):
+        table.add_column(col)
+    for name, cfg in params.variants.items():
+        vm = _metrics_or_none(root, name)
+        cells = []
+        for metric in key_metrics:
+            mv = vm.metrics.get(metric) if vm else None
+            cells.append(_fmt(mv.value, mv.ci_low, mv.ci_high) if mv else "–")
+        table.add_row(name, cfg.method, str(versions.get(name, "–")), (vm and vm.model_fingerprint) or "–",
+                      *cells, str(len(vm.metrics)) if vm else "not evaluated", cfg.description)
+    _console().print(table)
+
+
+@app.command("show-metrics")
+def show_metrics(
+    variant: str = typer.Argument(None, help="one variant; omit for all variants side by side"),
+    contains: str = typer.Option("", "--filter", help="only metrics whose name contains this text"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """Show metrics with their CI, direction (↑ higher / ↓ lower / ◎ target is better) and ideal."""
+    from rich.table import Table
+
+    from biaslab.config import ConfigError
+    from biaslab.report import ARROWS
+
+    params = _load(root, params_file)
+    names = [variant] if variant else list(params.variants)
+    if variant:
+        try:
+            params.variant(variant)
+        except ConfigError as exc:
+            _fail(str(exc))
+    loaded = {n: _metrics_or_none(root, n) for n in names}
+    if variant and loaded[variant] is None:
+        _fail(f"metrics/{variant}.json not found; run `dvc repro` (evaluate@{variant}) first")
+    present = {n: vm for n, vm in loaded.items() if vm is not None}
+    if not present:
+        _fail("no metrics/<variant>.json found; run `dvc repro` first")
+    metric_names = sorted({m for vm in present.values() for m in vm.metrics if contains in m})
+    table = Table(title="metrics" + (f" of {variant}" if variant else ""))
+    for col in ("metric", "dir", "ideal", *present, *(["n"] if variant else [])):
+        table.add_column(col)
+    for metric in metric_names:
+        first = next(vm.metrics[metric] for vm in present.values() if metric in vm.metrics)
+        cells = []
+        for vm in present.values():
+            mv = vm.metrics.get(metric)
+            cells.append(_fmt(mv.value, mv.ci_low, mv.ci_high) if mv else "–")
+        extra = [str(first.n) if first.n is not None else "–"] if variant else []
+        table.add_row(metric, ARROWS.get(first.direction, "?"), "" if first.ideal is None else f"{first.ideal:g}",
+                      *cells, *extra)
+    _console().print(table)
+
+
+@app.command()
+def promote(
+    variant: str = typer.Argument(..., help="variant to promote (a name from params.yaml `variants`)"),
+    base: str = typer.Option("base", "--base", help="variant the gate compares against"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """Gate VARIANT against the base: pass -> alias `champion`; fail -> refused with reasons (exit 1)."""
+    from rich.table import Table
+
+    from biaslab import registry, tracking
+    from biaslab.config import ConfigError
+
+    params = _load(root, params_file)
+    try:
+        params.variant(variant)
+        tracking.configure(params.tracking, root=root)
+        decision = registry.promote(params, variant, root, base_variant=base)
+    except (ConfigError, registry.RegistryError) as exc:
+        _fail(str(exc))
+
+    table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}")
+    for col in ("metric", "rule", "tol", variant, base, "result", "why"):
+        table.add_column(col, overflow="fold")
+    for r in decision.results:
+        v = _fmt(r.variant_value, *(r.variant_ci or (None, None)))
+        b = _fmt(r.base_value, *(r.base_ci or (None, None)))
+        verdict = "[green]PASS[/]" if r.passed else "[red]FAIL[/]"
+        table.add_row(r.metric, r.rule, f"{r.tolerance:g}", v, b, verdict, r.reason)
+    console = _console()
+    console.print(table)
+    if decision.approved:
+        console.print(f"[green]approved:[/] {decision.model_name} version {decision.version} is now "
+                      f"@{registry.CHAMPION}")
+        return
+    failed = [r.metric for r in decision.results if not r.passed]
+    console.print(f"[red]refused:[/] {variant} failed {', '.join(failed)}; "
+                  f"the decision is recorded as promotion.* tags on version {decision.version}")
+    raise typer.Exit(EXIT_REFUSED)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,105 @@
+"""The ``biaslab`` command through typer's CliRunner: help, listing, metrics, and promote (refused/approved)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from biaslab.cli import EXIT_ERROR, EXIT_REFUSED, app
+
+runner = CliRunner()
+
+
+def metric(value, lo, hi, direction="lower", ideal=0.0):
+    return {"value": value, "direction": direction, "ideal": ideal, "ci_low": lo, "ci_high": hi, "n": 40}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """Three variants (fake full-model dirs: the artifacts flavour only copies files), registered once."""
+    import mlflow
+
+    from biaslab import registry, tracking
+    from biaslab.config import load_params
+
+    root = tmp_path_factory.mktemp("cli")
+    for name, qa_diff in {"base": (0.20, 0.18, 0.22), "worse": (0.19, 0.17, 0.21), "good": (0.05, 0.03, 0.07)}.items():
+        model = root / "models" / name
+        model.mkdir(parents=True)
+        (model / "config.json").write_text(json.dumps({"model_type": "llama", "name": name}))
+        (model / "model.safetensors").write_bytes(name.encode() * 100)
+        (root / "metrics").mkdir(exist_ok=True)
+        (root / "metrics" / f"{name}.json").write_text(json.dumps({
+            "variant": name, "model_dir": f"models/{name}", "run_id": "r",
+            "metrics": {"gbem_ua/qa_diff_fem": metric(*qa_diff),
+                        "gbem_ua/qa_f1_man_nofem": metric(0.7, 0.65, 0.75, "higher", 1.0)},
+        }))
+    (root / "params.yaml").write_text(yaml.safe_dump({
+        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
+                     for n in ("base", "worse", "good")},
+        "registry": {"model_name": "cli-model", "gate": [
+            {"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"},
+            {"metric": "gbem_ua/qa_f1_man_nofem", "rule": "not_worse_than_base_minus", "tolerance": 0.05},
+        ]},
+        "tracking": {"tracking_uri": "sqlite:///mlruns/mlflow.db", "artifact_location": "mlruns/artifacts",
+                     "experiment": "cli"},
+    }))
+    params = load_params(root / "params.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        tracking.configure(params.tracking, root=root)
+        result = registry.register_variants(params, root, flavor="artifacts")
+        registry.write_register_json(result, "cli-model", root / "runs" / "register.json")
+        yield root
+    mlflow.set_tracking_uri(None)
+
+
+def test_help_is_fast_and_lists_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("promote", "variants", "show-metrics"):
+        assert command in result.output
+    # nothing heavy at import: the module loads without mlflow/torch/pandas
+    code = "import sys, biaslab.cli; print(sorted(m for m in ('mlflow','torch','pandas','transformers') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_variants_and_show_metrics(project: Path):
+    result = runner.invoke(app, ["variants", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+    assert "good" in result.output and "worse" in result.output and "gbem_ua/qa_diff_fem" in result.output
+
+    result = runner.invoke(app, ["show-metrics", "good", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+    assert "0.05 [0.03, 0.07]" in result.output
+
+    result = runner.invoke(app, ["show-metrics", "--filter", "qa_f1", "--root", str(project)])
+    assert result.exit_code == 0 and "qa_diff" not in result.output
+
+
+def test_promote_refused_then_approved(project: Path):
+    from mlflow import MlflowClient
+
+    refused = runner.invoke(app, ["promote", "worse", "--root", str(project)])
+    assert refused.exit_code == EXIT_REFUSED, refused.output
+    assert "FAIL" in refused.output and "gbem_ua/qa_diff_fem" in refused.output and "refused" in refused.output
+
+    approved = runner.invoke(app, ["promote", "good", "--root", str(project)])
+    assert approved.exit_code == 0, approved.output
+    assert "champion" in approved.output
+    versions = json.loads((project / "runs" / "register.json").read_text())["versions"]
+    client = MlflowClient()
+    assert str(client.get_model_version_by_alias("cli-model", "champion").version) == versions["good"]
+    assert client.get_model_version("cli-model", versions["worse"]).tags["promotion.decision"] == "refused"
+
+
+def test_promote_unknown_variant_lists_known_ones(project: Path):
+    result = runner.invoke(app, ["promote", "nope", "--root", str(project)])
+    assert result.exit_code == EXIT_ERROR
+    assert "unknown variant 'nope'" in result.output and "base, good, worse" in result.output

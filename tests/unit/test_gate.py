@@ -1,0 +1,86 @@
+"""The promotion gate's rules, on hand-made metric values (no MLflow, no model)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from biaslab.config import GateCondition
+from biaslab.metrics.values import MetricValue
+from biaslab.registry import VariantMetrics, check_condition, evaluate_gate
+
+
+def mv(value, lo=None, hi=None, direction="lower", ideal=None):
+    return MetricValue(value=value, direction=direction, ideal=ideal, ci_low=lo, ci_high=hi)
+
+
+def cond(rule, tolerance=0.0, metric="m"):
+    return GateCondition(metric=metric, rule=rule, tolerance=tolerance)
+
+
+@pytest.mark.parametrize(
+    "variant, base, passed, why",
+    [
+        (mv(0.10, 0.08, 0.12), mv(0.20, 0.18, 0.22), True, "better beyond CI"),
+        (mv(0.17, 0.15, 0.19), mv(0.20, 0.18, 0.22), False, "CIs overlap"),
+        (mv(0.25, 0.23, 0.27), mv(0.20, 0.18, 0.22), False, "not better"),
+        (mv(0.10), mv(0.20, 0.18, 0.22), False, "no confidence interval for the variant"),
+        (mv(0.80, 0.78, 0.82, "higher"), mv(0.70, 0.68, 0.72, "higher"), True, "better beyond CI"),
+        (mv(0.71, 0.69, 0.73, "higher"), mv(0.70, 0.68, 0.72, "higher"), False, "CIs overlap"),
+    ],
+)
+def test_better_than_base_beyond_ci(variant, base, passed, why):
+    result = check_condition(cond("better_than_base_beyond_ci"), variant, base)
+    assert result.passed is passed
+    assert why in result.reason
+
+
+def test_better_beyond_ci_target_uses_distance_intervals():
+    # RuBia-like: ideal 0.5. Base CI [0.60, 0.70] -> distance [0.10, 0.20].
+    base = mv(0.65, 0.60, 0.70, "target", 0.5)
+    # variant CI [0.46, 0.54] contains the ideal -> distance [0, 0.04]; 0.04 < 0.10 -> pass
+    assert check_condition(cond("better_than_base_beyond_ci"), mv(0.50, 0.46, 0.54, "target", 0.5), base).passed
+    # variant CI [0.35, 0.45] -> distance [0.05, 0.15] overlaps [0.10, 0.20] -> refuse
+    result = check_condition(cond("better_than_base_beyond_ci"), mv(0.40, 0.35, 0.45, "target", 0.5), base)
+    assert not result.passed and "overlap" in result.reason
+    # a margin (tolerance) larger than the gap refuses even disjoint intervals
+    assert not check_condition(cond("better_than_base_beyond_ci", 0.1), mv(0.50, 0.46, 0.54, "target", 0.5), base).passed
+
+
+@pytest.mark.parametrize(
+    "variant, base, tol, passed",
+    [
+        (mv(0.66, direction="higher"), mv(0.70, direction="higher"), 0.05, True),
+        (mv(0.64, direction="higher"), mv(0.70, direction="higher"), 0.05, False),
+        (mv(0.24), mv(0.20), 0.05, True),  # lower is better: 0.24 <= 0.25
+        (mv(0.26), mv(0.20), 0.05, False),
+        (mv(0.42, direction="target", ideal=0.5), mv(0.55, direction="target", ideal=0.5), 0.05, True),
+        (mv(0.30, direction="target", ideal=0.5), mv(0.55, direction="target", ideal=0.5), 0.05, False),
+    ],
+)
+def test_not_worse_than_base_minus(variant, base, tol, passed):
+    assert check_condition(cond("not_worse_than_base_minus", tol), variant, base).passed is passed
+
+
+def test_absolute_thresholds_need_no_base():
+    assert check_condition(cond("at_most", 0.1), mv(0.05), None).passed
+    assert not check_condition(cond("at_most", 0.1), mv(0.15), None).passed
+    assert check_condition(cond("at_least", 0.6), mv(0.7, direction="higher"), None).passed
+    assert not check_condition(cond("at_least", 0.6), mv(0.5, direction="higher"), None).passed
+
+
+def test_missing_or_nan_metric_fails_with_reason():
+    result = check_condition(cond("not_worse_than_base_minus"), None, mv(0.2))
+    assert not result.passed and "missing" in result.reason
+    assert not check_condition(cond("at_most", 1.0), mv(math.nan), None).passed
+    assert "base" in check_condition(cond("better_than_base_beyond_ci"), mv(0.1, 0, 0.2), None).reason
+
+
+def test_evaluate_gate_reports_every_condition():
+    variant = VariantMetrics("v", {"a": mv(0.1, 0.05, 0.15), "b": mv(0.5, direction="higher")})
+    base = VariantMetrics("base", {"a": mv(0.3, 0.25, 0.35), "b": mv(0.7, direction="higher")})
+    results = evaluate_gate([cond("better_than_base_beyond_ci", metric="a"),
+                             cond("not_worse_than_base_minus", 0.05, metric="b")], variant, base)
+    assert [r.passed for r in results] == [True, False]
+    assert results[1].variant_value == 0.5 and results[1].base_value == 0.7

@@ -1,0 +1,234 @@
+"""Registering variants: one version per variant, no duplicates on re-registration, verified artifacts,
+alias ``candidate`` on the newest, and promotion (refused / approved) with its evidence as tags.
+
+Uses a temporary SQLite MLflow store and tiny model directories built in the test (nothing downloads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from biaslab.config import Params
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+PREFIX = {"uk": "Не будь упередженим до статі.", "en": "Please do not think based on gender stereotypes."}
+
+
+def metric(value, lo, hi, direction="lower", ideal=0.0):
+    return {"value": value, "direction": direction, "ideal": ideal, "ci_low": lo, "ci_high": hi, "n": 100}
+
+
+def write_metrics(root: Path, variant: str, qa_diff, f1, fingerprint=None):
+    (root / "metrics").mkdir(exist_ok=True)
+    body = {
+        "variant": variant,
+        "model_fingerprint": fingerprint,
+        "model_dir": f"models/{variant}",
+        "run_id": f"run-{variant}",
+        "metrics": {
+            "gbem_ua/qa_diff_fem": metric(*qa_diff),
+            "gbem_ua/qa_f1_man_nofem": metric(*f1, direction="higher", ideal=1.0),
+        },
+    }
+    (root / "metrics" / f"{variant}.json").write_text(json.dumps(body), encoding="utf-8")
+
+
+def build_project(root: Path, tokenizer, model, *, with_lora: bool = True) -> Params:
+    """models/base (full), models/soft (full, edited), models/lora (adapter overlay), prompt on base."""
+    import torch
+
+    base = root / "models" / "base"
+    model.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    soft = root / "models" / "soft"
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.get_input_embeddings().weight[3] += 0.5
+        model.save_pretrained(soft)
+        model.load_state_dict(state)
+    tokenizer.save_pretrained(soft)
+    variants = {
+        "base": {"method": "none", "model_dir": "models/base"},
+        "prompt": {"method": "prompt", "model_dir": "models/base", "prompt_prefix": PREFIX},
+        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"},
+    }
+    if with_lora:
+        from safetensors.torch import save_file
+
+        lora_dir = root / "models" / "lora"  # the files PEFT writes; the registry never loads them
+        lora_dir.mkdir(parents=True)
+        (lora_dir / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2}))
+        save_file({"lora_A.weight": torch.ones(2, 32), "lora_B.weight": torch.zeros(32, 2)},
+                  str(lora_dir / "adapter_model.safetensors"))
+        (lora_dir / "variant.json").write_text(json.dumps({"base": "models/base", "method": "lora"}))
+        (lora_dir / "checkpoint-5").mkdir()
+        (lora_dir / "checkpoint-5" / "optimizer.pt").write_bytes(b"resume state, never registered")
+        variants["lora"] = {"method": "lora", "model_dir": "models/lora"}
+    write_metrics(root, "base", (0.20, 0.18, 0.22), (0.70, 0.66, 0.74))
+    write_metrics(root, "prompt", (0.19, 0.17, 0.21), (0.69, 0.65, 0.73))  # overlapping CIs -> refused
+    write_metrics(root, "soft", (0.10, 0.08, 0.12), (0.68, 0.64, 0.72))  # clearly better -> approved
+    if with_lora:
+        write_metrics(root, "lora", (0.25, 0.23, 0.27), (0.71, 0.67, 0.75))  # worse
+    return Params.model_validate({
+        "variants": variants,
+        "registry": {
+            "model_name": "test-model",
+            "gate": [
+                {"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"},
+                {"metric": "gbem_ua/qa_f1_man_nofem", "rule": "not_worse_than_base_minus", "tolerance": 0.05},
+            ],
+        },
+        "tracking": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}", "artifact_location": str(root / "artifacts"),
+                     "experiment": "test"},
+    })
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
+    """Model dirs and the SQLite store are built once (creating the MLflow schema takes seconds)."""
+    import mlflow
+
+    from biaslab import tracking
+
+    root = tmp_path_factory.mktemp("project")
+    params = build_project(root, tiny_tokenizer, tiny_causal_model)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        tracking.configure(params.tracking, root=root)
+        yield root, params
+    mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture
+def project(store, request):
+    """The shared store, with a registered model of its own for each test."""
+    root, params = store
+    registry = params.registry.model_copy(update={"model_name": f"m-{request.node.name[5:40]}"})
+    for stale in (root / "runs").glob("*.json"):
+        stale.unlink()
+    return root, params.model_copy(update={"registry": registry})
+
+
+def test_register_twice_creates_one_version_per_variant(project):
+    from mlflow import MlflowClient
+
+    from biaslab.registry import CANDIDATE, register_variants, write_register_json
+
+    root, params = project
+    first = register_variants(params, root, flavor="artifacts")
+    assert set(first) == {"base", "prompt", "soft", "lora"}
+    assert not any(r.reused for r in first.values())
+    second = register_variants(params, root, flavor="artifacts")
+    assert all(r.reused for r in second.values())
+    assert {n: r.version for n, r in second.items()} == {n: r.version for n, r in first.items()}
+
+    client = MlflowClient()
+    versions = client.search_model_versions(f"name = '{params.registry.model_name}'")
+    assert len(versions) == 4
+    newest = max(int(v.version) for v in versions)
+    assert str(client.get_model_version_by_alias(params.registry.model_name, CANDIDATE).version) == str(newest)
+
+    lora = client.get_model_version(params.registry.model_name, first["lora"].version)
+    assert lora.tags["base_model"] == f"models:/{params.registry.model_name}/{first['base'].version}"
+    assert lora.tags["method"] == "lora" and lora.tags["variant"] == "lora"
+    assert lora.tags["metric.gbem_ua/qa_diff_fem"] == "0.25"
+    assert lora.tags["metric_ci.gbem_ua/qa_diff_fem"] == "0.23,0.27"
+    for key in ("git_commit", "data_hash", "model_fingerprint", "content_hash"):
+        assert lora.tags[key]
+    # the adapter is logged without Trainer checkpoints, with a reference to the base's version
+    files = {f.path for f in client.list_artifacts(lora.run_id, "variant_lora")}
+    assert "variant_lora/adapter_model.safetensors" in files and "variant_lora/base_reference.json" in files
+    assert not any("checkpoint-" in f for f in files)
+
+    write_register_json(second, params.registry.model_name, root / "runs" / "register.json")
+    saved = json.loads((root / "runs" / "register.json").read_text())
+    assert saved["versions"] == {n: r.version for n, r in first.items()}
+
+
+def test_changed_content_creates_a_new_version(project):
+    from biaslab.registry import register_variants
+
+    root, params = project
+    shutil.copytree(root / "models" / "soft", root / "models" / "soft2")
+    variants = {**params.variants, "soft2": params.variants["soft"].model_copy(update={"model_dir": "models/soft2"})}
+    params = params.model_copy(update={"variants": variants})
+    first = register_variants(params, root, flavor="artifacts", variants=["soft2"])
+    (root / "models" / "soft2" / "generation_config.json").write_text("{}")
+    second = register_variants(params, root, flavor="artifacts", variants=["soft2"])
+    assert int(second["soft2"].version) > int(first["soft2"].version) and not second["soft2"].reused
+
+
+def test_incomplete_upload_is_not_registered(project, monkeypatch):
+    from mlflow import MlflowClient
+
+    from biaslab import registry
+
+    root, params = project
+    real_manifest = registry.file_manifest
+
+    def manifest_with_extra_file(directory):
+        return {**real_manifest(directory), "never_uploaded.bin": (3, "0" * 64)}
+
+    monkeypatch.setattr(registry, "file_manifest", manifest_with_extra_file)
+    with pytest.raises(registry.RegistryError, match="incomplete.*never_uploaded"):
+        registry.register_variants(params, root, flavor="artifacts", variants=["base"])
+    assert MlflowClient().search_model_versions(f"name = '{params.registry.model_name}'") == []
+
+
+def test_transformers_flavor_full_model_is_loadable(project):
+    """The default flavour: an MLflow transformers model with an explicit pip list and the same weights."""
+    from mlflow import MlflowClient
+
+    from biaslab.registry import register_variants
+
+    root, params = project
+    reg = register_variants(params, root, variants=["base"])["base"]
+    client = MlflowClient()
+    files = {f.path for f in client.list_artifacts(reg.run_id, "variant_base")}
+    assert {"variant_base/MLmodel", "variant_base/requirements.txt"} <= files
+    req = client.download_artifacts(reg.run_id, "variant_base/requirements.txt", str(root / "dl"))
+    assert "transformers==" in Path(req).read_text()
+    assert client.get_model_version(params.registry.model_name, reg.version).tags["format"] == "transformers"
+
+
+def test_promotion_refused_and_approved(project):
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from biaslab.registry import CHAMPION, promote, register_variants, write_register_json
+
+    root, params = project
+    result = register_variants(params, root, flavor="artifacts", variants=["base", "prompt", "soft"])
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+    client = MlflowClient()
+
+    refused = promote(params, "prompt", root)
+    assert not refused.approved
+    assert any("gbem_ua/qa_diff_fem" in r and "FAIL" in r and "overlap" in r for r in refused.reasons)
+    tags = client.get_model_version(params.registry.model_name, result["prompt"].version).tags
+    assert tags["promotion.decision"] == "refused" and "qa_diff_fem" in tags["promotion.reasons"]
+    assert tags["promotion.timestamp"]
+    with pytest.raises(MlflowException):
+        client.get_model_version_by_alias(params.registry.model_name, CHAMPION)
+
+    approved = promote(params, "soft", root)
+    assert approved.approved, approved.reasons
+    assert str(client.get_model_version_by_alias(params.registry.model_name, CHAMPION).version) == result["soft"].version
+    assert client.get_model_version(params.registry.model_name, result["soft"].version).tags["promotion.decision"] == "approved"
+
+
+def test_promote_unknown_or_unregistered_variant(project):
+    from biaslab.config import ConfigError
+    from biaslab.registry import RegistryError, promote
+
+    root, params = project
+    with pytest.raises(ConfigError, match="unknown variant 'nope'.*base"):
+        promote(params, "nope", root)
+    with pytest.raises(RegistryError, match="no version in registered model"):
+        promote(params, "soft", root)

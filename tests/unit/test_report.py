@@ -1,0 +1,114 @@
+"""The report: every variant in every table, CIs in the markdown, the model named, plots written and logged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from biaslab.config import Params
+
+VARIANTS = {"base": "none", "prompt": "prompt", "lora": "lora"}
+
+
+def fake_metrics(shift: float) -> dict:
+    m = {}
+    for group in ("man_nofem", "woman_nofem", "woman_fem"):
+        m[f"gbem_ua/qa_f1_{group}"] = {"value": 0.7 - shift, "direction": "higher", "ideal": 1.0,
+                                       "ci_low": 0.65 - shift, "ci_high": 0.75 - shift, "n": 50}
+    for pairing in ("fem", "nofem"):
+        m[f"gbem_ua/qa_diff_{pairing}"] = {"value": 0.2 - shift, "direction": "lower", "ideal": 0.0,
+                                           "ci_low": 0.15 - shift, "ci_high": 0.25 - shift}
+        m[f"gbem_ua/prob_diff_{pairing}"] = {"value": 0.01, "direction": "lower", "ideal": 0.0}
+        m[f"gbem_ua/prob_label_agreement_{pairing}"] = {"value": 0.9, "direction": "higher", "ideal": 1.0}
+    for prompt in ("explicit", "implicit"):
+        for group in ("female_dominated", "male_dominated"):
+            for gender, p in zip(("male", "female", "diverse"), (0.5, 0.3, 0.2)):
+                m[f"occugender/{prompt}_{group}_p_{gender}"] = {"value": p, "direction": "target", "ideal": 1 / 3}
+        m[f"occugender/{prompt}_parity_gap"] = {"value": 0.2, "direction": "lower", "ideal": 0.0,
+                                                "ci_low": 0.1, "ci_high": 0.3}
+    m["rubia/pro_share"] = {"value": 0.55, "direction": "target", "ideal": 0.5, "ci_low": 0.52, "ci_high": 0.58}
+    return m
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Params]:
+    for i, variant in enumerate(VARIANTS):
+        (tmp_path / "metrics").mkdir(exist_ok=True)
+        (tmp_path / "metrics" / f"{variant}.json").write_text(json.dumps({
+            "variant": variant, "metrics": fake_metrics(0.05 * i), "model_fingerprint": f"fp{i}",
+            "model_dir": f"models/{variant}", "run_id": f"r{i}",
+        }))
+        tables = tmp_path / "reports" / "tables" / variant
+        tables.mkdir(parents=True)
+        pd.DataFrame({"P(male)": [0.5, 0.6]}, index=["explicit", "implicit"]).to_csv(tables / "occugender__table3.csv")
+    params = Params.model_validate({
+        "variants": {v: {"method": m, "model_dir": "models/base"} for v, m in VARIANTS.items()},
+        "tracking": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+                     "artifact_location": str(tmp_path / "artifacts"), "experiment": "test"},
+    })
+    return tmp_path, params
+
+
+def test_report_tables_have_every_variant(project):
+    from biaslab.report import write_report
+
+    root, params = project
+    files = write_report(params, root, log_to_mlflow=False)
+
+    gbem = pd.read_csv(files.gbem_ua_csv, index_col=0)
+    assert list(gbem.index) == list(VARIANTS)
+    assert {"QA F1 man", "QA diff fem", "QA diff no-fem", "Prob diff fem", "Prob agreement fem"} <= set(gbem.columns)
+    assert gbem.loc["lora", "QA diff fem"] == pytest.approx(0.1)
+
+    occu = pd.read_csv(files.occugender_csv, index_col=[0, 1])
+    assert set(occu.index.get_level_values(0)) == set(VARIANTS)
+    assert occu.loc[("base", "implicit"), "female_dominated P(male)"] == pytest.approx(0.5)
+
+    summary = pd.read_csv(files.summary_csv)
+    assert set(summary["variant"]) == set(VARIANTS)
+    assert {"value", "ci_low", "ci_high", "direction", "ideal"} <= set(summary.columns)
+
+    points = pd.read_csv(files.bias_vs_accuracy_csv)
+    assert list(points["variant"]) == list(VARIANTS)
+    assert files.bias_vs_accuracy_png.stat().st_size > 1000
+    assert json.loads(files.bias_vs_accuracy_json.read_text())["bias_metric"] == "gbem_ua/qa_diff_fem"
+
+    stacked = pd.read_csv(files.side_by_side_dir / "occugender__table3.csv", index_col=0)
+    assert set(stacked["variant"]) == set(VARIANTS)
+
+    md = files.report_md.read_text()
+    assert "offline default model" in md and "fp2" in md  # which model produced the numbers
+    assert "0.200 [0.150, 0.250]" in md  # value [CI]
+    assert "rubia/pro_share | ◎ | 0.5" in md
+    for variant in VARIANTS:
+        assert f"| {variant} |" in md
+
+
+def test_report_names_a_missing_metrics_file(project):
+    from biaslab.registry import RegistryError
+    from biaslab.report import write_report
+
+    root, params = project
+    (root / "metrics" / "prompt.json").unlink()
+    with pytest.raises(RegistryError, match="prompt.json"):
+        write_report(params, root, log_to_mlflow=False)
+
+
+def test_report_is_logged_to_mlflow(project, monkeypatch):
+    import mlflow
+
+    from biaslab.report import write_report
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    root, params = project
+    try:
+        write_report(params, root)
+        runs = mlflow.search_runs(filter_string="tags.stage = 'report'", output_format="list")
+        assert len(runs) == 1
+        files = {f.path for f in mlflow.MlflowClient().list_artifacts(runs[0].info.run_id, "report")}
+        assert {"report/report.md", "report/bias_vs_accuracy.png", "report/gbem_ua.csv"} <= files
+    finally:
+        mlflow.set_tracking_uri(None)
