@@ -211,7 +211,7 @@ class CausalScorer:
             t = torch.tensor(target)
             token_lp = stacked.gather(1, t[:, None]).squeeze(1)
             greedy = bool((stacked.argmax(-1) == t).all())
-            scores.append(Score(float(token_lp.sum()), len(target), greedy))
+            scores.append(Score(float(token_lp.double().sum()), len(target), greedy))
         return scores
 
     def _fed_length(self, r: TokenRequest) -> int:
@@ -264,7 +264,7 @@ class CausalScorer:
             target = torch.tensor(r.continuation_ids, dtype=torch.long)
             token_lp = logprobs.gather(1, target[:, None]).squeeze(1)
             greedy = bool((logprobs.argmax(dim=-1) == target).all())
-            scores.append(Score(float(token_lp.sum()), n_cont, greedy))
+            scores.append(Score(float(token_lp.double().sum()), n_cont, greedy))
         return scores
 
     def _logits(self, input_ids, attention, positions, keep: int):

@@ -17,7 +17,10 @@ Memory: a ``[B, T, V]`` logits tensor for every masked copy is mostly waste (onl
 row is scored). A forward pre-hook on the output-embedding projection (``get_output_embeddings()``,
 the ``hidden -> vocab`` Linear of BERT/RoBERTa/XLM-R/DistilBERT heads) keeps only the masked row's
 hidden state, so the head computes ``[B, 1, V]`` logits. Models without an output-embedding module
-fall back to full logits.
+fall back to full logits. Rows per batch are capped so ``[B, V]`` stays under ``LOGIT_BUDGET`` floats.
+
+Prompt debiasing (:meth:`MaskedScorer.with_prefix`): the instruction is encoded before the sentence
+and conditions every prediction, but its tokens are never scored.
 
 Shapes: ``input_ids [B, T]`` (right-padded), ``mask_pos [B]``, ``logits [B, 1, V]`` (hooked) or
 ``[B, T, V]`` (fallback), ``logprobs [B, V]``.
@@ -33,6 +36,8 @@ import torch
 
 from biaslab.scoring.causal import _progress
 
+LOGIT_BUDGET = 2**26  # floats per [B, V] logits tensor (256 MB): caps the rows of a batch for huge vocabularies
+
 
 @dataclass
 class MaskedScorer:
@@ -43,6 +48,7 @@ class MaskedScorer:
     batch_size: int | str = "auto"
     max_batch_tokens: int = 16384
     max_length: int | None = None
+    prompt_prefix: str = ""
     kind: str = field(default="masked", init=False)
 
     def __post_init__(self) -> None:
@@ -54,12 +60,22 @@ class MaskedScorer:
             positions = getattr(self.model.config, "max_position_embeddings", 512)
             self.max_length = int(limit) if limit and limit < 1_000_000 else int(positions)
 
+    # ------------------------------------------------------------------ variants
+    def with_prefix(self, prefix: str) -> "MaskedScorer":
+        """The same model with an instruction before every sentence (prompt debiasing).
+
+        The sentence is encoded as ``prefix + " " + sentence``; the prefix tokens condition every
+        masked prediction but are never scored (:meth:`scorable_positions` skips them).
+        """
+        return MaskedScorer(self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix)
+
     # ------------------------------------------------------------------ tokenisation
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids with the model's special tokens (``[CLS] ... [SEP]`` / ``<s> ... </s>``)."""
         out = []
         for i, sentence in enumerate(sentences):
-            ids = list(self.tokenizer(sentence, add_special_tokens=True)["input_ids"])
+            text = f"{self.prompt_prefix} {sentence}" if self.prompt_prefix else sentence
+            ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
             if len(ids) > self.max_length:
                 raise ValueError(
                     f"sentence {i} has {len(ids)} tokens, more than the model's maximum {self.max_length}: "
@@ -76,7 +92,17 @@ class MaskedScorer:
         """
         special = self.tokenizer.get_special_tokens_mask(list(token_ids), already_has_special_tokens=True)
         unk = self.tokenizer.unk_token_id
-        return [i for i, (t, s) in enumerate(zip(token_ids, special)) if not s or (unk is not None and t == unk)]
+        positions = [i for i, (t, s) in enumerate(zip(token_ids, special)) if not s or (unk is not None and t == unk)]
+        if not self.prompt_prefix or not positions:
+            return positions
+        prefix = list(self.tokenizer(self.prompt_prefix, add_special_tokens=False)["input_ids"])
+        start = positions[0]
+        if list(token_ids[start : start + len(prefix)]) != prefix:
+            raise ValueError(
+                f"prompt prefix {self.prompt_prefix!r} does not tokenise to the same ids inside the sentence; "
+                "cannot tell prefix tokens from sentence tokens"
+            )
+        return [p for p in positions if p >= start + len(prefix)]
 
     # ------------------------------------------------------------------ scoring
     def sentence_pll(self, sentences: Sequence[str], desc: str | None = None) -> list[float]:
@@ -114,17 +140,20 @@ class MaskedScorer:
         return totals
 
     def _batches(self, jobs: list[tuple[int, int]], token_ids) -> Iterator[list[tuple[int, int]]]:
-        """Cut the length-sorted jobs into batches: fixed size, or a padded-token budget."""
+        """Cut the length-sorted jobs into batches: fixed size, or a padded-token budget (and a row cap)."""
         if self.batch_size != "auto":
             size = int(self.batch_size)
             for start in range(0, len(jobs), size):
                 yield jobs[start : start + size]
             return
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or len(self.tokenizer))
+        max_rows = max(1, LOGIT_BUDGET // vocab)  # [B, V] logits stay under LOGIT_BUDGET floats
         batch: list[tuple[int, int]] = []
         longest = 0
         for job in jobs:
             length = len(token_ids[job[0]])
-            if batch and max(longest, length) * (len(batch) + 1) > self.max_batch_tokens:
+            too_long = max(longest, length) * (len(batch) + 1) > self.max_batch_tokens
+            if batch and (too_long or len(batch) >= max_rows):
                 yield batch
                 batch, longest = [], 0
             batch.append(job)
