@@ -25,6 +25,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    os.chmod(tmp, 0o755)  # mkdtemp creates 0700; outputs should be readable like any other directory
     if path.exists():
         old = path.with_name(f".{path.name}.old")
         shutil.rmtree(old, ignore_errors=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 DATA_DIR_ENV = "BIASLAB_DATA_DIR"
 
@@ -54,25 +54,43 @@ class DataConfig(Section):
 
 # --------------------------------------------------------------------------- model
 class PretrainConfig(Section):
-    """The offline default model (DESIGN §7): byte-level BPE + small Llama, trained on the corpora."""
+    """The offline default model (DESIGN §7): byte-level BPE + small Llama, trained on the corpora.
 
+    Sizes are tuned so the default run takes about 8-9 minutes on 2 idle CPU cores (docs/base_model.md).
+    """
+
+    corpus_dir: str | None = Field(None, description="corpora folder; null = <data mirror>/corpora")
     languages: tuple[str, ...] = ("en", "uk", "ru")
     chars_per_language: int = Field(3_000_000, gt=0, description="training characters taken per language")
-    validation_documents: int = Field(8, ge=1, description="documents per language held out for validation")
-    vocab_size: int = 8192
-    hidden_size: int = 256
-    intermediate_size: int = 688
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 4
-    seq_len: int = 128
-    batch_size: int = 32
-    learning_rate: float = 2e-3
-    warmup_steps: int = 50
-    max_steps: int = 1500
+    validation_documents: int | dict[str, int] = Field(
+        8, description="whole documents held out per language (one number, or language -> number)"
+    )
+    validation_chars: int = Field(100_000, gt=0, description="held-out characters evaluated per language")
+    vocab_size: int = Field(8192, ge=260, description="BPE vocabulary incl. 256 byte symbols and 3 specials")
+    hidden_size: int = 128
+    intermediate_size: int = 352
+    num_hidden_layers: int = Field(4, ge=1)
+    num_attention_heads: int = Field(4, ge=1)
+    num_key_value_heads: int = Field(4, ge=1)
+    seq_len: int = Field(128, ge=2)
+    batch_size: int = Field(32, ge=1)
+    learning_rate: float = Field(3e-3, gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
+    warmup_steps: int = Field(50, ge=1)
+    max_steps: int = Field(500, ge=1)
     max_minutes: float = Field(9.0, gt=0, description="wall-clock budget; training stops at whichever comes first")
-    eval_every: int = 250
+    eval_every: int = Field(100, ge=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "PretrainConfig":
+        if self.hidden_size % self.num_attention_heads or self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                "hidden_size must be divisible by num_attention_heads, and num_attention_heads by "
+                f"num_key_value_heads (got {self.hidden_size}, {self.num_attention_heads}, {self.num_key_value_heads})"
+            )
+        return self
 
 
 class ModelConfig(Section):
@@ -123,34 +141,96 @@ class VariantConfig(Section):
 
 
 class EmbeddingDebiasConfig(Section):
+    """Bolukbasi embedding debiasing (variants soft / hard); see docs/embedding_debias.md."""
+
     n_components: int = Field(1, ge=1, description="PCA components spanning the gender subspace")
-    languages: tuple[str, ...] = ("uk", "en", "ru")
-    hard_extra_words: dict[str, list[str]] = Field(default_factory=dict)
+    languages: tuple[str, ...] = Field(
+        ("uk", "en", "ru"), description="languages whose gender pairs and profession words are used"
+    )
+    normalize_word_vectors: bool = Field(True, description="unit-length word vectors before pair differences")
+    profession_sources: tuple[Literal["gbem_ua", "occugender", "winobias"], ...] = Field(
+        ("gbem_ua", "occugender", "winobias"), description="prepared tables the soft target words come from"
+    )
+    soft_extra_words: dict[str, list[str]] = Field(
+        default_factory=dict, description="language -> extra profession words edited in soft and hard"
+    )
+    hard_extra_words: dict[str, list[str]] = Field(
+        default_factory=dict, description="language -> words edited in hard only (candidate, pronouns)"
+    )
 
 
 class LoraConfig(Section):
-    r: int = 16
-    alpha: int = 8
-    dropout: float = 0.1
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")
-    epochs: float = 3.0
-    learning_rate: float = 2.5e-4
-    per_device_batch_size: int = 2
-    gradient_accumulation_steps: int = 8
+    """LoRA fine-tuning (TRL ``SFTTrainer`` + PEFT) on gender-neutral relevant GBEM-UA examples.
+
+    Defaults are the GBEM-UA paper's: attention q/k/v, r 16, alpha 8, dropout 0.1, 3 epochs, lr 2.5e-4,
+    batch 2 x grad-accum 8. With ``use_tuned`` the tune stage's best trial overrides the searched keys.
+    """
+
+    r: int = Field(16, ge=1, description="LoRA rank (inner dimension of the A/B update matrices)")
+    alpha: int = Field(8, ge=1, description="LoRA scaling numerator: the update is scaled by alpha / r")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout on the LoRA branch input")
+    target_modules: tuple[str, ...] = Field(
+        ("q_proj", "k_proj", "v_proj"), min_length=1, description="module names that receive an adapter"
+    )
+    epochs: float = Field(3.0, gt=0, description="passes over the training examples (ignored when max_steps > 0)")
+    learning_rate: float = Field(2.5e-4, gt=0, description="peak AdamW learning rate (linear decay)")
+    per_device_batch_size: int = Field(2, ge=1, description="examples per forward pass")
+    gradient_accumulation_steps: int = Field(8, ge=1, description="forward passes per optimizer step")
     max_steps: int = Field(-1, description="-1 = run all epochs; a positive value caps training steps")
-    save_steps: int = 20
-    augmentation: Literal["none", "counterfactual"] = "none"
-    use_tuned: bool = Field(True, description="take hyper-parameters from the tune stage's best trial")
-    seed: int = 0
+    save_steps: int = Field(20, ge=1, description="optimizer steps between resumable checkpoints")
+    save_total_limit: int = Field(2, ge=1, description="checkpoints kept in checkpoint_dir (oldest deleted)")
+    logging_steps: int = Field(5, ge=1, description="optimizer steps between loss/lr points sent to MLflow")
+    eval_steps: int = Field(20, ge=0, description="steps between validation-loss evaluations; 0 = never")
+    max_length: int = Field(256, ge=8, description="token cap per example (prompt + completion)")
+    augmentation: Literal["none", "counterfactual"] = Field(
+        "none", description="counterfactual: add every example with all gendered words swapped (2x data)"
+    )
+    use_tuned: bool = Field(
+        True, description="override the searched keys with <tune.output_dir>/best_params.json (the best trial)"
+    )
+    checkpoint_dir: str = Field("models/lora_checkpoints", description="resumable Trainer checkpoints")
+    seed: int = Field(0, description="seeds adapter init, data order and dropout (Trainer seed and data_seed)")
+
+
+class SearchRange(Section):
+    """A numeric search dimension: ``{low, high, log}``; int when the LoRA field is an int."""
+
+    low: float
+    high: float
+    log: bool = False
 
 
 class TuneConfig(Section):
-    n_trials: int = 4
-    storage: str = Field("journal:models/tune/study.journal", description="optuna storage URL or journal:<path>")
-    study_name: str = "biaslab-lora"
-    trial_max_steps: int = 20
-    seed: int = 0
-    search_space: dict[str, Any] = Field(default_factory=dict)
+    """Optuna multi-objective search over LoRA hyper-parameters (maximize validation accuracy, minimize gap).
+
+    ``n_trials`` is the *total* number of completed trials wanted in the study: a rerun or an extra worker
+    (same storage and study) runs only the missing ones.
+    """
+
+    n_trials: int = Field(4, ge=1, description="total completed trials the study should reach")
+    storage: str = Field(
+        "journal:models/tune/study.journal", description="journal:<path> (file, shared by workers) or an RDB URL"
+    )
+    study_name: str = Field(
+        "biaslab-lora", description="prefix; a hash of everything that makes trials comparable is appended"
+    )
+    trial_max_steps: int = Field(20, ge=1, description="optimizer steps per trial (caps the trial's epochs)")
+    objective: Literal["gbem_ua", "logprob"] = Field(
+        "gbem_ua",
+        description="gbem_ua: the benchmark's own metrics on the validation professions; logprob: internal "
+        "P(' так') vs P(' ні') accuracy and male/female answer disagreement",
+    )
+    accuracy_metric: str = Field("gbem_ua/qa_f1_man_nofem", description="maximized (objective gbem_ua)")
+    gap_metric: str = Field("gbem_ua/qa_diff_fem", description="minimized (objective gbem_ua)")
+    stale_trial_minutes: float = Field(
+        120.0, gt=0, description="a RUNNING trial older than this is a dead worker's: marked FAIL and redone"
+    )
+    output_dir: str = Field("models/tune", description="best_params.json and pareto_front.png")
+    seed: int = Field(0, description="sampler seed; trial n samples with seed + n, so workers never collide")
+    search_space: dict[str, list[Any] | SearchRange] = Field(
+        default_factory=dict,
+        description="LoRA field -> list of choices or {low, high, log}; merged over the built-in defaults",
+    )
 
 
 class GateCondition(Section):

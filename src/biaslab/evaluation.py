@@ -30,6 +30,7 @@ from biaslab.atomic import atomic_dir, atomic_write_text, remove_outputs
 from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from biaslab.config import Params
 from biaslab.metrics.values import MetricValue
+from biaslab.mitigation.prompt import resolve_prompt_prefix
 from biaslab.scoring.requests import NonFiniteScoreError
 
 
@@ -167,7 +168,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
             if not entry.enabled:
                 continue
             benchmark = load_benchmark(name, entry.module)
-            prefix = variant.prompt_prefix.get(benchmark.language, "")
+            prefix = resolve_prompt_prefix(variant, benchmark.language, variant_name)
             lm = scorer.with_prefix(prefix) if prefix else scorer
             start = time.perf_counter()
             try:

@@ -1,0 +1,20 @@
+"""Bolukbasi-style embedding debiasing of an LM's input embeddings (variants ``soft`` and ``hard``).
+
+Pipeline of the edit, one module per step::
+
+    words.py     surface forms of a word and their token ids (with / without a leading space)
+    subspace.py  gender subspace: per-pair centred differences -> PCA -> orthonormal basis B [k, d]
+    targets.py   which words are edited: professions (soft) + candidate/pronoun words (hard)
+    spans.py     where target words occur in a batch of input ids (span matching)
+    edit.py      e <- e - B^T (B e) on target rows; untie a tied output head first
+    hook.py      the same projection applied at run time, only at target-word positions (reversible)
+    coverage.py  how much of the evaluation text an edit touches (the shared sub-word caveat)
+    fit.py       orchestration for the ``edit_embeddings`` stage: writes ``models/<variant>/``
+
+``biaslab.models.load_variant_model`` calls :func:`attach_hook_from_dir` when a variant directory holds
+``embedding_hook.safetensors``. See docs/embedding_debias.md.
+"""
+
+from biaslab.mitigation.embedding.hook import HOOK_FILE, attach_hook, attach_hook_from_dir
+
+__all__ = ["HOOK_FILE", "attach_hook", "attach_hook_from_dir"]

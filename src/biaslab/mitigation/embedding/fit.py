@@ -1,0 +1,111 @@
+"""Build an embedding-debiased variant directory (the ``edit_embeddings`` stage's library call).
+
+    base model ─► gender subspace B [k, d] (gender_pairs.parquet, params languages)
+               ─► target words (soft | hard) ─► token rows + span sequences
+               ─► apply = "checkpoint": untie head, edit rows, save full model + tokenizer (safetensors)
+                  apply = "hook":       variant.json {"base", "method", ...} + embedding_hook.safetensors
+               ─► edit_report.json (components, explained variance, rows edited, shared sub-word share)
+
+The directory is written atomically (``atomic_dir``). The report has no timestamps, so the same inputs
+give byte-identical outputs (and the same model fingerprint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab.atomic import atomic_dir
+from biaslab.config import EmbeddingDebiasConfig
+from biaslab.mitigation.embedding.coverage import edit_coverage
+from biaslab.mitigation.embedding.subspace import gender_subspace
+from biaslab.mitigation.embedding.targets import build_targets
+from biaslab.mitigation.embedding.words import WordEncoder
+
+REPORT_FILE = "edit_report.json"
+
+
+def read_pairs(prepared_dir: Path, languages: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
+    """``{language: distinct (male, female) pairs}`` from ``gender_pairs.parquet``, in file order."""
+    path = prepared_dir / "gender_pairs.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: prepared table missing; run the prepare stage (dvc repro prepare)")
+    frame = pd.read_parquet(path)
+    out = {}
+    for language in languages:
+        rows = frame[frame["language"] == language]
+        out[language] = list(dict.fromkeys(zip(rows["male"].str.strip(), rows["female"].str.strip())))
+    return out
+
+
+def eval_sentences(prepared_dir: Path) -> list[str]:
+    """GBEM-UA evaluation sentences: ``qa_sentence`` and ``prob_sentence`` with ``BLANK `` removed."""
+    frame = pd.read_parquet(prepared_dir / "gbem_ua.parquet")
+    frame = frame[frame["split"] == "eval"]
+    return list(frame["qa_sentence"]) + list(frame["prob_sentence"].str.replace("BLANK ", "", regex=False))
+
+
+def fit_embedding_variant(
+    *, model: Any, tokenizer: Any, cfg: EmbeddingDebiasConfig, mode: str, apply: str,
+    prepared_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], base_dir: str | os.PathLike[str],
+) -> dict[str, Any]:
+    """Fit the subspace on ``model``'s input embeddings, write the variant to ``out_dir``; return the report.
+
+    ``model`` is edited in place when ``apply == "checkpoint"``.
+    """
+    import torch
+
+    from biaslab.mitigation.embedding.edit import edit_input_embeddings, untie_output_head
+    from biaslab.mitigation.embedding.hook import save_hook
+
+    prepared_dir = Path(prepared_dir)
+    encoder = WordEncoder(tokenizer)
+    embeddings = model.get_input_embeddings().weight.detach().to(torch.float64).cpu().numpy()  # [V, d]
+    pairs = read_pairs(prepared_dir, cfg.languages)
+    subspace = gender_subspace([p for ps in pairs.values() for p in ps], embeddings, encoder,
+                               cfg.n_components, cfg.normalize_word_vectors)
+    words, tokens = build_targets(encoder, prepared_dir, cfg, mode)
+    coverage = edit_coverage(tokenizer, eval_sentences(prepared_dir), tokens.row_ids, tokens.sequences)
+    basis = torch.from_numpy(subspace.basis)
+    report: dict[str, Any] = {
+        "mode": mode, "apply": apply, "base": str(base_dir),
+        "subspace": {"n_components": cfg.n_components, "n_pairs": subspace.n_pairs,
+                     "pairs_per_language": {k: len(v) for k, v in pairs.items()},
+                     "explained_variance_ratio": subspace.explained_variance_ratio.tolist(),
+                     "dropped_pairs": subspace.dropped},
+        "targets": {"words_per_language": {k: len(v) for k, v in words.items()}, "n_words": tokens.n_words,
+                    "rows_edited": len(tokens.row_ids), "span_sequences": len(tokens.sequences),
+                    "vocab_size": len(tokenizer)},
+        "coverage_gbem_ua_eval": coverage,
+    }
+    with atomic_dir(out_dir) as tmp:
+        if apply == "checkpoint":
+            report["output_head_untied"] = untie_output_head(model)
+            report["max_residual_projection"] = edit_input_embeddings(model, basis, tokens.row_ids)
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        elif apply == "hook":
+            save_hook(tmp, basis, tokens.sequences, tokens.row_ids, len(tokenizer))
+            manifest = {"base": str(base_dir), "method": "embedding", "mode": mode, "apply": "hook"}
+            (tmp / "variant.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        else:
+            raise ValueError(f"embedding_apply must be 'checkpoint' or 'hook', got {apply!r}")
+        (tmp / "target_words.json").write_text(json.dumps(words, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        (tmp / REPORT_FILE).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def report_metrics(report: dict[str, Any]) -> dict[str, float]:
+    """Flat numeric view of a report for MLflow (``explained_variance_ratio.0`` …)."""
+    metrics = {f"explained_variance_ratio.{i}": v
+               for i, v in enumerate(report["subspace"]["explained_variance_ratio"])}
+    metrics["n_pairs"] = report["subspace"]["n_pairs"]
+    metrics.update({k: report["targets"][k] for k in ("n_words", "rows_edited", "span_sequences")})
+    metrics.update({f"eval.{k}": v for k, v in report["coverage_gbem_ua_eval"].items()})
+    if "max_residual_projection" in report:
+        metrics["max_residual_projection"] = report["max_residual_projection"]
+    return {k: float(v) for k, v in metrics.items()}

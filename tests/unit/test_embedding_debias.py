@@ -1,0 +1,224 @@
+"""Bolukbasi embedding debiasing: subspace, targets, checkpoint edit, tied heads, runtime hook."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from biaslab.config import EmbeddingDebiasConfig
+from biaslab.mitigation.embedding.coverage import edit_coverage
+from biaslab.mitigation.embedding.edit import edit_input_embeddings, remove_projection
+from biaslab.mitigation.embedding.fit import fit_embedding_variant
+from biaslab.mitigation.embedding.hook import attach_hook
+from biaslab.mitigation.embedding.spans import pack_sequences, span_mask
+from biaslab.mitigation.embedding.subspace import gender_subspace
+from biaslab.mitigation.embedding.targets import build_targets, gbem_ua_professions
+from biaslab.mitigation.embedding.words import WordEncoder
+from biaslab.models import load_variant_model
+from biaslab.pretrain.architecture import build_llama
+
+CFG = EmbeddingDebiasConfig(
+    n_components=1,
+    hard_extra_words={"uk": ["кандидат", "кандидатка", "він", "вона"], "en": ["he", "she", "him", "her"]},
+)
+NO_TARGET = "They are people. Відповідай так чи ні."
+WITH_TARGET = "The doctor said that they would come."
+
+
+def _gbem_rows() -> pd.DataFrame:
+    rows = []
+    for i, (prof, title_m, title_f) in enumerate([("лікар", "лікаря", "лікарки"), ("медик", "медика", "медикині")]):
+        for male, title in [(True, title_m), (False, title_f)]:
+            cand, pron = ("Кандидат", "він") if male else ("Кандидатка", "вона")
+            rows.append({
+                "item_id": f"test:{len(rows)}", "profession": prof, "split": "eval" if i == 0 else "finetune",
+                "qa_sentence": f"{cand} має досвід. Чи може {pron} отримати посаду {title}?",
+                "prob_sentence": f"{cand} має досвід. Посаду {title} {pron} BLANK отримав.",
+            })
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    d = tmp_path_factory.mktemp("prepared")
+    pd.DataFrame({
+        "language": ["uk", "uk", "uk", "en", "en", "en", "ru", "ru"],
+        "male": ["він", "чоловік", "кандидат", "he", "man", "him", "он", "мужчина"],
+        "female": ["вона", "жінка", "кандидатка", "she", "woman", "her", "она", "женщина"],
+        "source": "test",
+    }).to_parquet(d / "gender_pairs.parquet")
+    _gbem_rows().to_parquet(d / "gbem_ua.parquet")
+    pd.DataFrame({"job": ["nurse", "skincare specialist"], "group": "female_dominated"}).to_parquet(
+        d / "occugender_jobs.parquet")
+    pd.DataFrame({"occupation": ["the doctor", ""]}).to_parquet(d / "winobias.parquet")
+    return d
+
+
+def _model(tokenizer, tied=False):
+    return build_llama(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                       num_attention_heads=4, tie_word_embeddings=tied, seed=0)
+
+
+def _tokens(tokenizer, prepared, mode):
+    return build_targets(WordEncoder(tokenizer), prepared, CFG, mode)[1]
+
+
+def _basis(model, tokenizer, prepared):
+    pairs = list(zip(*[pd.read_parquet(prepared / "gender_pairs.parquet")[c] for c in ("male", "female")]))
+    weight = model.get_input_embeddings().weight.detach().double().numpy()
+    return torch.from_numpy(gender_subspace(pairs, weight, WordEncoder(tokenizer), 1).basis)
+
+
+# ------------------------------------------------------------------ subspace
+class _OneTokenEncoder:
+    """Word i ↔ token row i: isolates the PCA from tokenisation."""
+
+    def __init__(self, words):
+        self.index = {w: i for i, w in enumerate(words)}
+
+    def encodings(self, word):
+        return [(self.index[word],)]
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_pca_recovers_planted_gender_direction(normalize):
+    rng = np.random.default_rng(0)
+    d, n = 48, 30
+    g = rng.normal(size=d)
+    g /= np.linalg.norm(g)
+    base = rng.normal(size=(n, d))
+    amp = rng.uniform(0.5, 1.5, size=(n, 1))
+    males = base + amp * g + 0.05 * rng.normal(size=(n, d))
+    females = base - amp * g + 0.05 * rng.normal(size=(n, d))
+    words = [f"m{i}" for i in range(n)] + [f"f{i}" for i in range(n)]
+    sub = gender_subspace(list(zip(words[:n], words[n:])), np.vstack([males, females]), _OneTokenEncoder(words),
+                          n_components=2, normalize=normalize)
+    assert sub.basis.shape == (2, d)
+    np.testing.assert_allclose(sub.basis @ sub.basis.T, np.eye(2), atol=1e-10)
+    assert float(sub.basis[0] @ g) > 0.99  # sign: male direction positive
+    assert sub.explained_variance_ratio[0] > 0.8 > sub.explained_variance_ratio[1]
+
+
+def test_identical_pair_is_dropped_not_silently_used():
+    emb = np.eye(4)
+    sub = gender_subspace([("a", "b"), ("c", "c")], emb, _OneTokenEncoder(["a", "b", "c"]), 1)
+    assert sub.n_pairs == 1 and sub.dropped[0]["reason"] == "identical vectors"
+
+
+# ------------------------------------------------------------------ targets and spans
+def test_job_titles_extracted_from_sentences():
+    words = gbem_ua_professions(_gbem_rows())
+    assert {"лікар", "лікаря", "лікарки", "медика", "медикині"} <= words
+
+
+def test_hard_targets_are_a_superset_of_soft(tiny_tokenizer, prepared):
+    soft, hard = _tokens(tiny_tokenizer, prepared, "soft"), _tokens(tiny_tokenizer, prepared, "hard")
+    assert set(soft.row_ids) < set(hard.row_ids)
+    assert set(soft.sequences) < set(hard.sequences)
+
+
+def test_sentence_initial_candidate_is_a_hard_span_only(tiny_tokenizer, prepared):
+    ids = torch.tensor(WordEncoder(tiny_tokenizer).encode("Кандидатка"))
+    for mode, expected in [("soft", False), ("hard", True)]:
+        packed = pack_sequences(_tokens(tiny_tokenizer, prepared, mode).sequences)
+        assert bool(span_mask(ids, packed).all()) is expected
+
+
+def test_span_mask_marks_only_whole_occurrences():
+    packed = pack_sequences([(5, 6), (9,)])
+    ids = torch.tensor([[1, 5, 6, 5, 7, 9], [6, 5, 2, 2, 2, 2]])
+    expected = torch.tensor([[0, 1, 1, 0, 0, 1], [0, 0, 0, 0, 0, 0]], dtype=torch.bool)
+    assert torch.equal(span_mask(ids, packed), expected)
+
+
+def test_coverage_splits_edited_tokens_into_spans_and_collateral(tiny_tokenizer, prepared):
+    tokens = _tokens(tiny_tokenizer, prepared, "hard")
+    cov = edit_coverage(tiny_tokenizer, _gbem_rows()["qa_sentence"], tokens.row_ids, tokens.sequences)
+    assert cov["tokens_row_edited"] == cov["tokens_in_target_spans"] + cov["tokens_collateral"]
+    assert 0 < cov["share_in_target_spans"] <= cov["share_row_edited"] <= 1
+
+
+# ------------------------------------------------------------------ checkpoint edit
+def test_projection_removal_is_exact():
+    basis = torch.linalg.qr(torch.randn(16, 2, dtype=torch.float64))[0].T  # [2, 16] orthonormal
+    rows = torch.randn(5, 16)
+    assert (remove_projection(rows, basis).double() @ basis.T).abs().max() < 1e-6
+
+
+def test_soft_checkpoint_edits_only_target_rows_and_reloads(tiny_tokenizer, prepared, tmp_path):
+    model = _model(tiny_tokenizer)
+    before = model.get_input_embeddings().weight.detach().clone()
+    report = fit_embedding_variant(model=model, tokenizer=tiny_tokenizer, cfg=CFG, mode="soft", apply="checkpoint",
+                                   prepared_dir=prepared, out_dir=tmp_path / "soft", base_dir="unused")
+    reloaded = load_variant_model(tmp_path / "soft").model
+    after = reloaded.get_input_embeddings().weight.detach()
+    rows = torch.tensor(_tokens(tiny_tokenizer, prepared, "soft").row_ids)
+    others = torch.ones(len(before), dtype=torch.bool)
+    others[rows] = False
+    assert torch.equal(after[others], before[others])
+    assert not torch.equal(after[rows], before[rows])
+    basis = _basis(_model(tiny_tokenizer), tiny_tokenizer, prepared)  # same seed → the base's subspace
+    assert (after[rows].double() @ basis.T).abs().max() < 1e-6
+    saved = json.loads((tmp_path / "soft" / "edit_report.json").read_text(encoding="utf-8"))
+    assert saved["targets"]["rows_edited"] == len(rows) and saved["max_residual_projection"] < 1e-6
+
+
+def test_tied_output_head_is_untied_and_unchanged(tiny_tokenizer, prepared, tmp_path):
+    model = _model(tiny_tokenizer, tied=True)
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    head_before = model.get_output_embeddings().weight.detach().clone()
+    fit_embedding_variant(model=model, tokenizer=tiny_tokenizer, cfg=CFG, mode="hard", apply="checkpoint",
+                          prepared_dir=prepared, out_dir=tmp_path / "hard", base_dir="unused")
+    assert torch.equal(model.get_output_embeddings().weight, head_before)
+    assert not torch.equal(model.get_input_embeddings().weight, head_before)
+    reloaded = load_variant_model(tmp_path / "hard").model  # the saved checkpoint reloads untied
+    assert torch.equal(reloaded.get_output_embeddings().weight, head_before)
+    assert torch.equal(reloaded.get_input_embeddings().weight, model.get_input_embeddings().weight)
+
+
+# ------------------------------------------------------------------ runtime hook
+def _logits(model, tokenizer, text):
+    ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_hook_changes_logits_only_when_a_target_is_present(tiny_tokenizer, prepared):
+    model = _model(tiny_tokenizer)
+    tokens = _tokens(tiny_tokenizer, prepared, "soft")
+    plain = {t: _logits(model, tiny_tokenizer, t) for t in (NO_TARGET, WITH_TARGET)}
+    handle = attach_hook(model, _basis(model, tiny_tokenizer, prepared), pack_sequences(tokens.sequences))
+    assert torch.equal(_logits(model, tiny_tokenizer, NO_TARGET), plain[NO_TARGET])
+    assert not torch.equal(_logits(model, tiny_tokenizer, WITH_TARGET), plain[WITH_TARGET])
+    handle.remove()  # reversible
+    assert torch.equal(_logits(model, tiny_tokenizer, WITH_TARGET), plain[WITH_TARGET])
+
+
+def test_hook_in_a_padded_batch_edits_only_the_row_with_a_target(tiny_tokenizer, prepared):
+    model = _model(tiny_tokenizer)
+    batch = tiny_tokenizer([NO_TARGET, WITH_TARGET], add_special_tokens=False, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        plain = model(**batch).logits
+        handle = attach_hook(model, _basis(model, tiny_tokenizer, prepared),
+                             pack_sequences(_tokens(tiny_tokenizer, prepared, "soft").sequences))
+        hooked = model(**batch).logits
+    handle.remove()
+    assert torch.equal(hooked[0], plain[0]) and not torch.equal(hooked[1], plain[1])
+
+
+def test_hook_variant_directory_loads_through_models(tiny_tokenizer, prepared, tmp_path):
+    base = _model(tiny_tokenizer)
+    base.save_pretrained(tmp_path / "base")
+    tiny_tokenizer.save_pretrained(tmp_path / "base")
+    fit_embedding_variant(model=base, tokenizer=tiny_tokenizer, cfg=CFG, mode="hard", apply="hook",
+                          prepared_dir=prepared, out_dir=tmp_path / "hard", base_dir=tmp_path / "base")
+    manifest = json.loads((tmp_path / "hard" / "variant.json").read_text())
+    assert manifest["base"] == str(tmp_path / "base") and manifest["method"] == "embedding"
+    hooked = load_variant_model(tmp_path / "hard").model
+    assert torch.equal(hooked.get_input_embeddings().weight, base.get_input_embeddings().weight)
+    assert torch.equal(_logits(hooked, tiny_tokenizer, NO_TARGET), _logits(base, tiny_tokenizer, NO_TARGET))
+    assert not torch.equal(_logits(hooked, tiny_tokenizer, WITH_TARGET), _logits(base, tiny_tokenizer, WITH_TARGET))
