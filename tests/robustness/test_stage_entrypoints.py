@@ -28,7 +28,7 @@ def workdir(tmp_path, monkeypatch):
 
 
 def test_unknown_variant(workdir, monkeypatch, capsys):
-    assert run_stage("pipelines/evaluate.py", ["--variant", "nope"], monkeypatch) == 1
+    assert run_stage("pipelines/evaluate_variant.py", ["--variant", "nope"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert "unknown variant 'nope'" in err and "base" in err
     assert not (workdir / "metrics").exists()
@@ -37,12 +37,12 @@ def test_unknown_variant(workdir, monkeypatch, capsys):
 def test_mistyped_params_key(workdir, monkeypatch, capsys):
     text = (workdir / "params.yaml").read_text().replace("bootstrap_samples:", "bootstrap_sample:")
     (workdir / "params.yaml").write_text(text)
-    assert run_stage("pipelines/evaluate.py", ["--variant", "base"], monkeypatch) == 1
+    assert run_stage("pipelines/evaluate_variant.py", ["--variant", "base"], monkeypatch) == 1
     assert "evaluation.bootstrap_sample" in capsys.readouterr().err
 
 
 def test_variant_model_not_built(workdir, monkeypatch, capsys):
-    assert run_stage("pipelines/evaluate.py", ["--variant", "soft"], monkeypatch) == 1
+    assert run_stage("pipelines/evaluate_variant.py", ["--variant", "soft"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert "models/soft" in err and "dvc repro" in err
     assert not (workdir / "metrics" / "soft.json").exists()

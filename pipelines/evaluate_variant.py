@@ -1,6 +1,8 @@
 """Stage `evaluate@<variant>`: every enabled benchmark on one variant, logged to MLflow.
 
-    python pipelines/evaluate.py --variant base
+    python pipelines/evaluate_variant.py --variant base
+
+(Not named evaluate.py: a script directory comes first on sys.path and would shadow the HF `evaluate` package.)
 """
 
 import argparse

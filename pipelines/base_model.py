@@ -1,0 +1,29 @@
+"""DVC stage ``base_model``: snapshot ``model.source`` into ``models/base``, or train the offline default model.
+
+    python pipelines/base_model.py --params params.yaml
+
+Outputs ``models/base/`` (safetensors + tokenizer + training_summary.json or snapshot.json) and
+``runs/base_model.json``; logs one MLflow run (see docs/base_model.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from biaslab.config import load_params
+from biaslab.pretrain.stage import run_base_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
+    args = parser.parse_args()
+    summary = run_base_model(load_params(args.params), progress=not args.no_progress)
+    keys = ("steps", "stopped_by", "minutes", "val_ppl", "unigram_ppl", "source")
+    print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""LoRA fine-tuning with TRL's ``SFTTrainer`` and PEFT, resumable after an interruption.
+
+    python pipelines/finetune.py                  # the DVC stage: models/base + data/prepared -> models/lora
+
+What it does (GBEM-UA paper §LoRA, defaults from ``params.yaml`` ``lora:``):
+
+* data: prompt-completion examples from :mod:`biaslab.mitigation.sft_data` (loss on the completion
+  " так" only: TRL masks the prompt tokens of a prompt-completion dataset);
+* model: a PEFT ``LoraConfig`` on the attention projections (q/k/v by default); only A and B train.
+  PEFT initialises B = 0, so before the first step the adapted model equals its base exactly;
+* checkpoints every ``save_steps`` optimizer steps in ``lora.checkpoint_dir``; a rerun resumes from
+  the last *complete* one (model, optimizer, scheduler, RNG state, data position), so a killed run
+  continues where it stopped. Checkpoints from different hyper-parameters, data or base model are
+  never resumed: the directory carries a ``run_key.json`` and is cleared when the key changes;
+* the finished adapter (safetensors) and ``variant.json`` ``{"base", "method": "lora",
+  "hyperparameters"}`` are written atomically to the variant directory; the base's tokenizer is used.
+
+Step arithmetic: one optimizer step = ``per_device_batch_size × gradient_accumulation_steps`` examples
+(2 × 8 = 16), so ``steps = ceil(n_examples / 16) × epochs`` unless ``max_steps`` caps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab import tracking
+from biaslab.atomic import atomic_dir
+from biaslab.config import LoraConfig
+
+# LoraConfig fields that change what is learned; the rest (save/log cadence) may change between resumes
+TRAINING_KEYS = (
+    "r", "alpha", "dropout", "target_modules", "epochs", "learning_rate", "per_device_batch_size",
+    "gradient_accumulation_steps", "max_steps", "max_length", "augmentation", "seed",
+)
+TUNABLE_KEYS = ("r", "alpha", "dropout", "target_modules", "epochs", "learning_rate")
+
+
+@dataclass
+class TrainOutcome:
+    """What one training run produced: the adapted model (in memory) and how it got there."""
+
+    model: Any
+    global_step: int
+    resumed_from: str | None
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    seconds_per_step: float | None = None  # wall clock of the steps run in *this* process
+
+    @property
+    def train_loss(self) -> float | None:
+        losses = [h["train_loss"] for h in self.log_history if "train_loss" in h]
+        return losses[-1] if losses else None
+
+
+# --------------------------------------------------------------------------- hyper-parameters
+def tuned_overrides(path: str | Path) -> dict[str, Any]:
+    """The ``params`` of the tune stage's ``best_params.json`` (only LoRA keys the search may set)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: lora.use_tuned is true but the tune stage has not written it (dvc repro tune)")
+    params = json.loads(path.read_text(encoding="utf-8")).get("params", {})
+    unknown = sorted(set(params) - set(TUNABLE_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unexpected keys {unknown}; tunable LoRA keys are {list(TUNABLE_KEYS)}")
+    return params
+
+
+def with_overrides(cfg: LoraConfig, overrides: dict[str, Any]) -> LoraConfig:
+    """``cfg`` with some fields replaced, re-validated (so a bad override fails like a bad params key)."""
+    return LoraConfig.model_validate({**cfg.model_dump(), **overrides})
+
+
+def hyperparameters(cfg: LoraConfig) -> dict[str, Any]:
+    """The fields that determine the trained adapter (recorded in variant.json and the run key)."""
+    dumped = cfg.model_dump()
+    return {k: (list(dumped[k]) if isinstance(dumped[k], tuple) else dumped[k]) for k in TRAINING_KEYS}
+
+
+def peft_config(cfg: LoraConfig):
+    from peft import LoraConfig as PeftLoraConfig
+
+    return PeftLoraConfig(
+        r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=list(cfg.target_modules),
+        bias="none", task_type="CAUSAL_LM",
+    )
+
+
+def sft_config(cfg: LoraConfig, work_dir: Path, *, max_steps: int, checkpoints: bool, evaluate: bool):
+    """TRL ``SFTConfig``: CPU-friendly (fp32, no gradient checkpointing), offline (``report_to="none"``)."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(work_dir),
+        num_train_epochs=cfg.epochs,
+        max_steps=max_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="linear",
+        per_device_train_batch_size=cfg.per_device_batch_size,
+        per_device_eval_batch_size=max(cfg.per_device_batch_size, 8),
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps" if checkpoints else "no",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=cfg.eval_steps or None,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        max_length=cfg.max_length,
+        completion_only_loss=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=False,
+    )
+
+
+# --------------------------------------------------------------------------- MLflow curves
+def curves_callback(prefix: str = "train"):
+    """A ``TrainerCallback`` sending every logged value (loss, lr, grad norm, eval loss) to MLflow."""
+    from transformers import TrainerCallback
+
+    class MlflowCurves(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or tracking.active_run_id() is None:
+                return
+            for key, value in (logs or {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    tracking.log_metric(f"{prefix}/{key}", value, step=state.global_step)
+
+    return MlflowCurves()
+
+
+# --------------------------------------------------------------------------- checkpoints
+def last_complete_checkpoint(checkpoint_dir: Path) -> Path | None:
+    """The newest ``checkpoint-N`` holding a trainer state; half-written newer ones are deleted."""
+    if not checkpoint_dir.is_dir():
+        return None
+    found = sorted(
+        (p for p in checkpoint_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]), reverse=True,
+    )
+    for ckpt in found:
+        if (ckpt / "trainer_state.json").is_file() and any(ckpt.glob("*.safetensors")):
+            return ckpt
+        shutil.rmtree(ckpt, ignore_errors=True)  # killed while saving: unusable
+    return None
+
+
+def prepare_checkpoint_dir(checkpoint_dir: Path, run_key: str) -> None:
+    """Keep checkpoints only if they belong to the same run (hyper-parameters, data, base model)."""
+    key_file = checkpoint_dir / "run_key.json"
+    if checkpoint_dir.is_dir():
+        old = json.loads(key_file.read_text(encoding="utf-8")).get("run_key") if key_file.is_file() else None
+        if old != run_key:
+            shutil.rmtree(checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(json.dumps({"run_key": run_key}) + "\n", encoding="utf-8")
+
+
+def run_key(cfg: LoraConfig, examples: pd.DataFrame, base_fingerprint: str) -> str:
+    digest = hashlib.sha256(json.dumps(hyperparameters(cfg), sort_keys=True).encode())
+    digest.update(base_fingerprint.encode())
+    digest.update("\n".join(examples["prompt"] + "\t" + examples["completion"]).encode())
+    return digest.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- training
+def train_lora(
+    model: Any,
+    tokenizer: Any,
+    train: pd.DataFrame,
+    cfg: LoraConfig,
+    work_dir: str | Path,
+    *,
+    valid: pd.DataFrame | None = None,
+    max_steps: int | None = None,
+    checkpoints: bool = True,
+    callbacks: Sequence[Any] = (),
+    curve_prefix: str = "train",
+) -> TrainOutcome:
+    """Attach a LoRA adapter to ``model`` and train it on ``train`` (prompt/completion columns).
+
+    With ``checkpoints`` the run saves to ``work_dir`` and resumes from its last complete checkpoint.
+    ``max_steps`` overrides ``cfg.max_steps`` (tuning trials). Returns the in-memory ``PeftModel``.
+    """
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    work_dir = Path(work_dir)
+    evaluate = valid is not None and not valid.empty and cfg.eval_steps > 0
+    args = sft_config(cfg, work_dir, max_steps=cfg.max_steps if max_steps is None else max_steps,
+                      checkpoints=checkpoints, evaluate=evaluate)
+    to_ds = lambda f: Dataset.from_pandas(f[["prompt", "completion"]].reset_index(drop=True), preserve_index=False)  # noqa: E731
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=to_ds(train),
+        eval_dataset=to_ds(valid) if evaluate else None,
+        processing_class=tokenizer,
+        peft_config=peft_config(cfg),
+        callbacks=[curves_callback(curve_prefix), *callbacks],
+    )
+    resume = last_complete_checkpoint(work_dir) if checkpoints else None
+    start_step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
+    started = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    steps_here = trainer.state.global_step - start_step
+    model = trainer.model
+    model.eval()
+    return TrainOutcome(
+        model=model,
+        global_step=trainer.state.global_step,
+        resumed_from=resume.name if resume else None,
+        log_history=list(trainer.state.log_history),
+        seconds_per_step=(time.perf_counter() - started) / steps_here if steps_here > 0 else None,
+    )
+
+
+@dataclass
+class FinetuneResult:
+    output_dir: Path
+    global_step: int
+    resumed_from: str | None
+    train_examples: int
+    hyperparameters: dict[str, Any]
+    train_loss: float | None
+    seconds_per_step: float | None
+
+
+def finetune(
+    base_dir: str | Path,
+    frame: pd.DataFrame,
+    cfg: LoraConfig,
+    output_dir: str | Path,
+    *,
+    base_ref: str | None = None,
+    callbacks: Sequence[Any] = (),
+) -> FinetuneResult:
+    """Fine-tune ``base_dir`` on the GBEM-UA ``frame`` (prepared schema) and write the LoRA variant.
+
+    ``base_ref`` is the base path recorded in ``variant.json`` (default: ``base_dir`` as given, which
+    should be relative to the project root so the variant loads from any checkout).
+    """
+    from biaslab.mitigation.sft_data import training_examples, validation_examples
+    from biaslab.models import load_model
+
+    train = training_examples(frame, cfg.augmentation)
+    valid = validation_examples(frame) if (frame["split"] == "validation").any() else None
+    loaded = load_model(base_dir, dtype="float32")
+    checkpoint_dir = Path(cfg.checkpoint_dir)
+    prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint))
+    outcome = train_lora(loaded.model, loaded.tokenizer, train, cfg, checkpoint_dir, valid=valid,
+                         callbacks=callbacks)
+    hp = hyperparameters(cfg)
+    with atomic_dir(output_dir) as tmp:
+        outcome.model.save_pretrained(str(tmp), safe_serialization=True)
+        manifest = {
+            "base": str(base_ref if base_ref is not None else base_dir),
+            "method": "lora",
+            "hyperparameters": hp,
+            "base_fingerprint": loaded.fingerprint,
+            "train_examples": len(train),
+            "global_step": outcome.global_step,
+        }
+        (tmp / "variant.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return FinetuneResult(Path(output_dir), outcome.global_step, outcome.resumed_from, len(train), hp,
+                          outcome.train_loss, outcome.seconds_per_step)

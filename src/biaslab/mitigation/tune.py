@@ -1,0 +1,392 @@
+"""Optuna multi-objective search over LoRA hyper-parameters: accuracy up, gender gap down.
+
+    python pipelines/tune.py                 # the DVC stage (also: a worker; start more to share the study)
+
+Each trial samples LoRA hyper-parameters (``tune.search_space`` over :data:`DEFAULT_SEARCH_SPACE`),
+trains an adapter on the fine-tune professions for at most ``trial_max_steps`` optimizer steps and
+scores the *validation* professions (never the evaluation ones) on two objectives:
+
+* ``objective: gbem_ua`` - the benchmark's own metrics (``accuracy_metric`` maximized, ``gap_metric``
+  minimized; defaults are the registry gate's QA F1 and QADiff) via
+  ``biaslab.benchmarks.gbem_ua.evaluate_gbem_ua``;
+* ``objective: logprob`` - an internal check needing nothing but the scorer: accuracy of
+  "P(' так') > P(' ні')" against ``is_correct``, and the share of male/female item pairs (same
+  profession, experience and job-title form) whose answers disagree (QADiff's definition).
+
+The study lives in shared storage (``journal:<path>`` = an append-only file with a lock, or any RDB
+URL), is opened with ``load_if_exists``, and ``n_trials`` is the **total** of completed trials: a rerun
+or a second worker runs only the missing ones. Its name is ``study_name`` + a hash of everything that
+makes trials comparable (search space, trial budget, objective, fixed LoRA keys, base model, data), so
+a changed configuration starts a new study instead of mixing incomparable trials.
+
+Exactly ``n_trials``, even with concurrent workers: a worker only asks for a trial while fewer than
+``n_trials`` are complete or running, and a trial whose number ranks beyond ``n_trials`` among those
+(two workers asked at the same instant) is closed at once as ``FAIL`` with user attr ``surplus``. A
+RUNNING trial older than ``stale_trial_minutes`` belonged to a killed worker: it is marked FAIL and redone.
+Sampling is seeded per trial (``seed + trial.number``), so workers never draw the same parameters and a
+rerun draws what the first run would have.
+
+Choice of the trial written to ``<output_dir>/best_params.json`` (:func:`choose_trial`): among the
+Pareto-optimal trials, those whose gap is at most the median gap of the Pareto set; of these the most
+accurate (ties: smaller gap, then lower trial number).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import statistics
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab import tracking
+from biaslab.atomic import atomic_write_text
+from biaslab.config import LoraConfig, SearchRange, TuneConfig
+from biaslab.mitigation.lora import TUNABLE_KEYS, hyperparameters, with_overrides
+
+DEFAULT_SEARCH_SPACE: dict[str, list[Any] | SearchRange] = {
+    "r": [4, 8, 16, 32],
+    "alpha": [4, 8, 16, 32],
+    "dropout": SearchRange(low=0.0, high=0.3),
+    "learning_rate": SearchRange(low=1e-5, high=1e-3, log=True),
+    "epochs": [1.0, 2.0, 3.0],
+    "target_modules": [["q_proj", "k_proj", "v_proj"], ["q_proj", "v_proj"]],
+}
+INT_KEYS = ("r", "alpha")
+CHOICE_RULE = ("pareto-optimal trials with gap <= median Pareto gap; highest accuracy "
+               "(ties: lower gap, lower trial number)")
+ACCURACY, GAP = "accuracy", "gap"
+
+
+@dataclass(frozen=True)
+class Objectives:
+    accuracy: float  # maximized
+    gap: float  # minimized
+    names: tuple[str, str]  # the metrics they are, e.g. ("gbem_ua/qa_f1_man_nofem", "gbem_ua/qa_diff_fem")
+
+
+Evaluator = Callable[[Any, pd.DataFrame], Objectives]
+
+
+# --------------------------------------------------------------------------- search space
+def search_space(cfg: TuneConfig) -> dict[str, list[Any] | SearchRange]:
+    """Defaults with ``tune.search_space`` merged over them; keys must be tunable LoRA fields."""
+    unknown = sorted(set(cfg.search_space) - set(TUNABLE_KEYS))
+    if unknown:
+        raise ValueError(f"params.yaml tune.search_space: unknown key(s) {unknown}; tunable: {list(TUNABLE_KEYS)}")
+    space = {**DEFAULT_SEARCH_SPACE, **cfg.search_space}
+    for name, spec in space.items():
+        if isinstance(spec, list) and not spec:
+            raise ValueError(f"params.yaml tune.search_space.{name}: empty list of choices")
+    return space
+
+
+def _encode(choice: Any) -> Any:
+    # Optuna choices must be None/bool/int/float/str: a list of module names becomes "q_proj,v_proj"
+    return ",".join(choice) if isinstance(choice, (list, tuple)) else choice
+
+
+def suggest(trial: Any, space: dict[str, list[Any] | SearchRange]) -> dict[str, Any]:
+    """Sample LoRA overrides for one trial (``target_modules`` decoded back to a tuple)."""
+    overrides: dict[str, Any] = {}
+    for name in sorted(space):
+        spec = space[name]
+        if isinstance(spec, SearchRange):
+            if name in INT_KEYS:
+                value: Any = trial.suggest_int(name, int(spec.low), int(spec.high), log=spec.log)
+            else:
+                value = trial.suggest_float(name, spec.low, spec.high, log=spec.log)
+        else:
+            value = trial.suggest_categorical(name, [_encode(c) for c in spec])
+        overrides[name] = tuple(value.split(",")) if name == "target_modules" else value
+    return overrides
+
+
+# --------------------------------------------------------------------------- objectives
+def logprob_objectives(lm: Any, frame: pd.DataFrame) -> Objectives:
+    """Accuracy of P(' так') > P(' ні') vs ``is_correct``, and male/female answer disagreement."""
+    from biaslab.mitigation.sft_data import NO, YES, qa_prompt
+    from biaslab.scoring.requests import Request
+
+    frame = frame.reset_index(drop=True)
+    prompts = [qa_prompt(s) for s in frame["qa_sentence"]]
+    scores = lm.loglikelihood([Request(p, c) for p in prompts for c in (YES, NO)])
+    yes = pd.Series([scores[2 * i].logprob > scores[2 * i + 1].logprob for i in range(len(frame))])
+    accuracy = float((yes == frame["is_correct"].astype(bool)).mean())
+    answers = frame.assign(yes=yes).drop_duplicates(["profession", "experience", "is_feminitive", "is_male"])
+    paired = answers.pivot_table(index=["profession", "experience", "is_feminitive"], columns="is_male",
+                                 values="yes", aggfunc="first").dropna()
+    gap = float((paired[True] != paired[False]).mean()) if len(paired) else math.nan
+    return Objectives(accuracy, gap, ("tune/qa_accuracy", "tune/qa_gender_disagreement"))
+
+
+def gbem_ua_evaluator(cfg: TuneConfig, options: dict[str, Any], seed: int = 0) -> Evaluator:
+    """The GBEM-UA benchmark's metrics on any frame (bootstrap off: only point values are needed)."""
+    from biaslab.benchmarks.base import EvalContext
+    from biaslab.benchmarks.gbem_ua import evaluate_gbem_ua
+
+    ctx = EvalContext(seed=seed, bootstrap_samples=0, progress=False)
+
+    def evaluate(lm: Any, frame: pd.DataFrame) -> Objectives:
+        metrics = evaluate_gbem_ua(lm, frame, dict(options), ctx).metrics
+        missing = [m for m in (cfg.accuracy_metric, cfg.gap_metric) if m not in metrics]
+        if missing:
+            raise KeyError(f"params.yaml tune: metric(s) {missing} not produced by gbem_ua; has {sorted(metrics)}")
+        return Objectives(metrics[cfg.accuracy_metric].value, metrics[cfg.gap_metric].value,
+                          (cfg.accuracy_metric, cfg.gap_metric))
+
+    return evaluate
+
+
+def make_evaluator(cfg: TuneConfig, options: dict[str, Any] | None = None, seed: int = 0) -> Evaluator:
+    return logprob_objectives if cfg.objective == "logprob" else gbem_ua_evaluator(cfg, options or {}, seed)
+
+
+# --------------------------------------------------------------------------- study
+def make_storage(spec: str, root: str | Path = "."):
+    """``journal:<path>`` -> a file journal (relative to ``root``) shared by workers; else an RDB URL."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    if spec.startswith("journal:"):
+        path = Path(spec[len("journal:"):])
+        path = path if path.is_absolute() else Path(root) / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    return optuna.storages.RDBStorage(spec)
+
+
+def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: pd.DataFrame,
+               valid: pd.DataFrame, options: dict[str, Any] | None = None) -> str:
+    """``<study_name>-<hash>``: everything except n_trials/storage that makes trials comparable."""
+    space = {k: (v.model_dump() if isinstance(v, SearchRange) else v) for k, v in search_space(cfg).items()}
+    key = {
+        "space": space, "trial_max_steps": cfg.trial_max_steps, "objective": cfg.objective,
+        "metrics": [cfg.accuracy_metric, cfg.gap_metric], "seed": cfg.seed, "options": options or {},
+        "lora": {k: v for k, v in hyperparameters(lora).items() if k not in space and k != "max_steps"},
+        "base": base_fingerprint,
+        "train": sorted(train["prompt"]), "valid": sorted(valid["qa_sentence"]),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str, ensure_ascii=False).encode())
+    return f"{cfg.study_name}-{digest.hexdigest()[:10]}"
+
+
+def trial_seeded_sampler(seed: int):
+    """TPE (with constant liar for parallel workers) whose draws for trial n are seeded ``seed + n``."""
+    import optuna
+
+    class TrialSeededTPESampler(optuna.samplers.TPESampler):
+        def before_trial(self, study, trial):
+            self._rng.rng.seed(seed + trial.number)
+            self._random_sampler._rng.rng.seed(seed + trial.number)
+            super().before_trial(study, trial)
+
+    return TrialSeededTPESampler(seed=seed, constant_liar=True)
+
+
+def open_study(name: str, storage: Any, seed: int = 0):
+    import optuna
+
+    return optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"],
+                               sampler=trial_seeded_sampler(seed), load_if_exists=True)
+
+
+def _is_stale(trial: Any, stale_minutes: float) -> bool:
+    start = trial.datetime_start or dt.datetime.now()
+    return dt.datetime.now() - start > dt.timedelta(minutes=stale_minutes)
+
+
+def claimed(study: Any, stale_minutes: float) -> list[Any]:
+    """Trials that count towards ``n_trials``: complete, or running in a live worker."""
+    from optuna.trial import TrialState
+
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+            if t.state == TrialState.COMPLETE or not _is_stale(t, stale_minutes)]
+
+
+def fail_stale_trials(study: Any, storage: Any, stale_minutes: float) -> list[int]:
+    """Mark RUNNING trials of dead workers FAIL (the journal has no heartbeat), so they are redone."""
+    from optuna.trial import TrialState
+
+    study_id = storage.get_study_id_from_name(study.study_name)
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if _is_stale(t, stale_minutes):
+            trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+            storage.set_trial_user_attr(trial_id, "fail_reason", f"stale: running > {stale_minutes} min")
+            storage.set_trial_state_values(trial_id, TrialState.FAIL)
+            failed.append(t.number)
+    return failed
+
+
+def run_missing_trials(study: Any, n_trials: int, objective: Callable[[Any], tuple[float, float]],
+                       stale_minutes: float = 120.0) -> list[int]:
+    """Run trials until ``n_trials`` are complete or claimed by live workers; returns the numbers run here."""
+    from optuna.trial import TrialState
+
+    ran: list[int] = []
+    while len(claimed(study, stale_minutes)) < n_trials:
+        trial = study.ask()
+        rank = sum(1 for t in claimed(study, stale_minutes) if t.number < trial.number)
+        if rank >= n_trials:  # another worker asked at the same instant and got the last slot
+            trial.set_user_attr("surplus", True)
+            study.tell(trial, state=TrialState.FAIL)
+            break
+        try:
+            values = objective(trial)
+        except BaseException:
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        study.tell(trial, list(values))
+        ran.append(trial.number)
+    return ran
+
+
+def choose_trial(study: Any) -> Any:
+    """The trial for best_params.json (rule: :data:`CHOICE_RULE`)."""
+    pareto = study.best_trials
+    if not pareto:
+        raise RuntimeError(f"study {study.study_name}: no completed trial to choose from")
+    median_gap = statistics.median(t.values[1] for t in pareto)
+    candidates = [t for t in pareto if t.values[1] <= median_gap]
+    return min(candidates, key=lambda t: (-t.values[0], t.values[1], t.number))
+
+
+def plot_pareto(study: Any, names: tuple[str, str], path: Path, chosen: Any = None):
+    """Pareto front (matplotlib), the chosen trial starred, saved atomically to ``path``; returns the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        ax = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=list(names))
+    if chosen is not None:
+        ax.scatter([chosen.values[0]], [chosen.values[1]], marker="*", s=250, c="gold", edgecolors="black",
+                   zorder=5, label=f"chosen: trial {chosen.number}")
+        ax.legend()
+    fig = ax.figure
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    os.replace(tmp, path)
+    return fig
+
+
+# --------------------------------------------------------------------------- one trial
+def trial_steps(lora: LoraConfig, n_examples: int, cap: int) -> int:
+    """min(cap, steps of ``lora.epochs``): steps/epoch = ceil(ceil(n / batch) / grad_accum)."""
+    per_epoch = math.ceil(math.ceil(n_examples / lora.per_device_batch_size) / lora.gradient_accumulation_steps)
+    return max(1, min(cap, math.ceil(per_epoch * lora.epochs)))
+
+
+def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFrame, lora: LoraConfig,
+                   cfg: TuneConfig, evaluate: Evaluator) -> Callable[[Any], tuple[float, float]]:
+    """Trial -> (accuracy, gap): train a LoRA from a fresh base, score validation, log a nested run."""
+    space = search_space(cfg)
+
+    def objective(trial: Any) -> tuple[float, float]:
+        from biaslab.mitigation.lora import train_lora
+        from biaslab.models import load_model
+        from biaslab.scoring.causal import CausalScorer
+
+        overrides = suggest(trial, space)
+        trial_cfg = with_overrides(lora, overrides)
+        trial.set_user_attr("lora_overrides", {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()})
+        steps = trial_steps(trial_cfg, len(train), cfg.trial_max_steps)
+        loaded = load_model(base_dir, dtype="float32")
+        nested = (tracking.stage_run("tune", nested=True, run_name=f"trial-{trial.number}",
+                                     tags={"optuna_trial": trial.number, "optuna_study": trial.study.study_name})
+                  if tracking.active_run_id() is not None else contextlib.nullcontext())
+        with nested as run:  # a nested MLflow run under the active `tune` run, or nothing when tracking is off
+            run_id = run.info.run_id if run is not None else None
+            if run_id:
+                trial.set_user_attr("mlflow_run_id", run_id)
+                tracking.log_params({"trial": trial.number, "steps": steps, **hyperparameters(trial_cfg)})
+            with tempfile.TemporaryDirectory(prefix=f"trial-{trial.number}-") as work:
+                outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
+                                     checkpoints=False, curve_prefix="trial")
+            result = evaluate(CausalScorer(outcome.model, loaded.tokenizer), valid)
+            if run_id:
+                tracking.log_metric(f"objective/{ACCURACY}", result.accuracy)
+                tracking.log_metric(f"objective/{GAP}", result.gap)
+                tracking.set_tags({"objective.accuracy": result.names[0], "objective.gap": result.names[1]})
+        trial.set_user_attr("objective_names", list(result.names))
+        if not (math.isfinite(result.accuracy) and math.isfinite(result.gap)):
+            raise ValueError(f"trial {trial.number}: non-finite objective {result}")
+        return result.accuracy, result.gap
+
+    return objective
+
+
+# --------------------------------------------------------------------------- the stage
+@dataclass
+class TuneResult:
+    study_name: str
+    best_trial: int
+    best_params: dict[str, Any]
+    values: dict[str, float]
+    n_complete: int
+    ran_here: list[int]
+    best_params_path: Path
+    pareto_path: Path
+
+
+def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraConfig, *,
+         root: str | Path = ".", options: dict[str, Any] | None = None,
+         evaluator: Evaluator | None = None) -> TuneResult:
+    """Run this worker's share of the study, then write best_params.json and the Pareto plot."""
+    from optuna.trial import TrialState
+
+    from biaslab.mitigation.sft_data import training_examples
+    from biaslab.models import fingerprint_dir
+
+    root = Path(root)
+    train = training_examples(frame, lora.augmentation)
+    valid = frame[frame["split"] == "validation"].reset_index(drop=True)
+    if valid.empty:
+        raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
+    name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options)
+    storage = make_storage(cfg.storage, root)
+    study = open_study(name, storage, cfg.seed)
+    fail_stale_trials(study, storage, cfg.stale_trial_minutes)
+    evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
+    ran = run_missing_trials(study, cfg.n_trials, make_objective(base_dir, train, valid, lora, cfg, evaluate),
+                             cfg.stale_trial_minutes)
+    best = choose_trial(study)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    names = tuple(best.user_attrs.get("objective_names", (ACCURACY, GAP)))
+    out = root / cfg.output_dir
+    pareto_path = out / "pareto_front.png"
+    fig = plot_pareto(study, names, pareto_path, best)
+    payload = {
+        "study_name": name, "trial": best.number, "params": best.user_attrs["lora_overrides"],
+        "values": {ACCURACY: best.values[0], GAP: best.values[1]}, "objective_names": list(names),
+        "rule": CHOICE_RULE, "n_complete": len(complete),
+        "pareto_trials": sorted(t.number for t in study.best_trials),
+    }
+    best_path = out / "best_params.json"
+    atomic_write_text(best_path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    if tracking.active_run_id() is not None:
+        tracking.log_figure(fig, "tune/pareto_front.png")
+        tracking.log_dict(payload, "tune/best_params.json")
+        tracking.log_metric(f"best/{ACCURACY}", best.values[0])
+        tracking.log_metric(f"best/{GAP}", best.values[1])
+        tracking.set_tags({"optuna_study": name, "best_trial": best.number})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return TuneResult(name, best.number, payload["params"], payload["values"], len(complete), ran,
+                      best_path, pareto_path)

@@ -1,0 +1,100 @@
+"""A LoRA fine-tune killed (SIGKILL) right after its first checkpoint resumes from it and ends where an
+uninterrupted run ends: same global step, same adapter weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = r"""
+import json, os, signal, sys
+import pandas as pd
+from transformers import TrainerCallback
+from biaslab.config import LoraConfig
+from biaslab.mitigation.lora import finetune
+
+base, data, out, ckpt, kill_at = sys.argv[1:6]
+steps = []
+
+class Record(TrainerCallback):
+    def on_step_end(self, args, state, control, **kw):
+        steps.append(state.global_step)
+
+    def on_save(self, args, state, control, **kw):  # called after checkpoint-N is fully written
+        if int(kill_at) and state.global_step >= int(kill_at):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+cfg = LoraConfig(max_steps=6, save_steps=2, per_device_batch_size=2, gradient_accumulation_steps=2,
+                 logging_steps=1, eval_steps=0, learning_rate=1e-2, dropout=0.1, checkpoint_dir=ckpt)
+result = finetune(base, pd.read_parquet(data), cfg, out, base_ref="models/base", callbacks=[Record()])
+print("RESULT " + json.dumps({"global_step": result.global_step, "resumed_from": result.resumed_from,
+                              "steps": steps}))
+"""
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _start(tmp: Path, name: str, kill_at: int) -> subprocess.Popen:
+    args = [sys.executable, "-c", SCRIPT, str(tmp / "base"), str(tmp / "gbem.parquet"), str(tmp / f"{name}_out"),
+            str(tmp / f"{name}_ckpt"), str(kill_at)]
+    return subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
+
+
+def _adapter(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "adapter_model.safetensors"))
+
+
+@pytest.fixture()
+def workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer) -> Path:
+    tiny_causal_model.save_pretrained(tmp_path / "base")
+    tiny_tokenizer.save_pretrained(tmp_path / "base")
+    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
+    professions = sorted(raw["profession"].unique())[:6]
+    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
+    df["item_id"] = [f"train:{i}" for i in range(len(df))]
+    df["split"] = df["profession"].map({p: "finetune" if i < 4 else "validation" for i, p in enumerate(professions)})
+    df.to_parquet(tmp_path / "gbem.parquet")
+    return tmp_path
+
+
+def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupted_run(workspace):
+    killed, reference = _start(workspace, "run", kill_at=2), _start(workspace, "ref", kill_at=0)
+    killed.communicate(timeout=240)
+    assert killed.returncode == -9  # SIGKILL: no cleanup code ran
+    assert (workspace / "run_ckpt" / "checkpoint-2" / "trainer_state.json").is_file()
+    assert not (workspace / "run_out").exists()  # nothing half-written as the variant
+
+    resumed = _result(_start(workspace, "run", kill_at=0))
+    uninterrupted = _result(reference)
+    assert resumed["resumed_from"] == "checkpoint-2"
+    assert resumed["steps"] == [3, 4, 5, 6]  # continued from the checkpoint, did not restart
+    assert resumed["global_step"] == uninterrupted["global_step"] == 6
+    assert uninterrupted["resumed_from"] is None
+
+    got, want = _adapter(workspace / "run_out"), _adapter(workspace / "ref_out")
+    assert got.keys() == want.keys() and any("lora_B" in k for k in got)
+    for key in want:
+        assert float((got[key] - want[key]).abs().max()) < 1e-5, key
+    assert max(float(t.abs().max()) for k, t in want.items() if "lora_B" in k) > 1e-4  # training moved B off 0
+
+    manifest = json.loads((workspace / "run_out" / "variant.json").read_text())
+    assert manifest["base"] == "models/base" and manifest["method"] == "lora"
+    assert manifest["hyperparameters"]["r"] == 16 and manifest["global_step"] == 6

@@ -1,0 +1,76 @@
+"""Two worker processes sharing one journal study complete exactly ``n_trials`` trials between them:
+unique numbers and parameters, none lost, none run twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+N_TRIALS = 4
+WORKER = r"""
+import json, sys, time
+from pathlib import Path
+import pandas as pd
+from biaslab.config import LoraConfig, TuneConfig
+from biaslab.mitigation.tune import tune
+
+root, worker = Path(sys.argv[1]), sys.argv[2]
+frame = pd.read_parquet(root / "gbem.parquet")
+(root / f"ready-{worker}").touch()
+while len(list(root.glob("ready-*"))) < 2:  # start together, so the workers really compete
+    time.sleep(0.05)
+cfg = TuneConfig(n_trials=int(sys.argv[3]), storage="journal:tune/study.journal", trial_max_steps=1,
+                 objective="logprob", output_dir="tune")
+result = tune(root / "base", frame, cfg, LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1), root=root)
+print("RESULT " + json.dumps({"ran": result.ran_here, "study": result.study_name}))
+"""
+
+
+@pytest.fixture()
+def workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer) -> Path:
+    tiny_causal_model.save_pretrained(tmp_path / "base")
+    tiny_tokenizer.save_pretrained(tmp_path / "base")
+    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
+    professions = sorted(raw["profession"].unique())[:4]
+    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
+    df["item_id"] = [f"train:{i}" for i in range(len(df))]
+    df["split"] = df["profession"].map({p: "validation" if i == 0 else "finetune" for i, p in enumerate(professions)})
+    df.to_parquet(tmp_path / "gbem.parquet")
+    return tmp_path
+
+
+def test_two_workers_complete_exactly_n_trials(workspace):
+    import optuna
+    from optuna.trial import TrialState
+
+    from biaslab.mitigation.tune import make_storage
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(i), str(N_TRIALS)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:]))
+
+    assert results[0]["study"] == results[1]["study"]
+    ran = results[0]["ran"] + results[1]["ran"]
+    study = optuna.load_study(study_name=results[0]["study"], storage=make_storage("journal:tune/study.journal",
+                                                                                  workspace))
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(complete) == N_TRIALS  # exactly the target: none lost, none extra
+    assert sorted(ran) == sorted(t.number for t in complete)  # each trial run by exactly one worker
+    assert len({t.number for t in complete}) == N_TRIALS
+    assert len({json.dumps(t.params, sort_keys=True) for t in complete}) == N_TRIALS  # no duplicated draws
+    leftovers = [t for t in study.trials if t.state != TrialState.COMPLETE]
+    assert all(t.state == TrialState.FAIL and t.user_attrs.get("surplus") for t in leftovers)
+    assert not study.get_trials(states=(TrialState.RUNNING,))

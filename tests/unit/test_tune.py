@@ -1,0 +1,150 @@
+"""Optuna tuning: search space, objectives, best-trial rule, and a study that resumes its trials."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import optuna
+import pandas as pd
+import pytest
+from optuna.trial import TrialState
+
+from biaslab.config import LoraConfig, SearchRange, TuneConfig
+from biaslab.mitigation.tune import (
+    choose_trial,
+    logprob_objectives,
+    make_storage,
+    open_study,
+    run_missing_trials,
+    search_space,
+    suggest,
+    trial_steps,
+    tune,
+)
+from biaslab.scoring.requests import Score
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _frame(mirror, n_prof: int = 6, n_valid: int = 2) -> pd.DataFrame:
+    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
+    professions = sorted(raw["profession"].unique())[:n_prof]
+    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
+    df["item_id"] = [f"train:{i}" for i in range(len(df))]
+    split = {p: "validation" if i < n_valid else "finetune" for i, p in enumerate(professions)}
+    df["split"] = df["profession"].map(split)
+    return df
+
+
+def test_search_space_merges_params_and_decodes_module_lists():
+    cfg = TuneConfig(search_space={"r": SearchRange(low=2, high=8), "target_modules": [["q_proj"], ["q_proj", "v_proj"]]})
+    space = search_space(cfg)
+    assert set(space) == {"r", "alpha", "dropout", "learning_rate", "epochs", "target_modules"}
+    fixed = optuna.trial.FixedTrial({"r": 4, "alpha": 8, "dropout": 0.05, "learning_rate": 1e-4, "epochs": 2.0,
+                                     "target_modules": "q_proj,v_proj"})
+    overrides = suggest(fixed, space)
+    assert overrides["target_modules"] == ("q_proj", "v_proj") and overrides["r"] == 4
+    assert LoraConfig.model_validate({**LoraConfig().model_dump(), **overrides}).r == 4
+    with pytest.raises(ValueError, match="save_steps"):
+        search_space(TuneConfig(search_space={"save_steps": [1, 2]}))
+
+
+def test_trial_budget_is_the_smaller_of_epochs_and_cap():
+    lora = LoraConfig(per_device_batch_size=2, gradient_accumulation_steps=8, epochs=3.0)
+    assert trial_steps(lora, 280, cap=20) == 20  # 3 epochs x ceil(140/8)=18 steps = 54 > 20
+    assert trial_steps(lora, 16, cap=20) == 3  # 1 step per epoch
+
+
+class FakeLM:
+    """P(" так") high unless the candidate is female and the job title is feminine: a biased model."""
+
+    def loglikelihood(self, requests):
+        out = []
+        for r in requests:
+            biased_no = "Кандидатка" in r.context and "?" in r.context and "посаду" in r.context and "ині?" in r.context
+            yes_lp, no_lp = (-2.0, -1.0) if biased_no else (-1.0, -2.0)
+            out.append(Score(yes_lp if r.continuation == " так" else no_lp, 1, False))
+        return out
+
+
+def test_logprob_objectives_measure_accuracy_and_male_female_disagreement():
+    rows = []
+    for fem, job in ((False, "хірурга"), (True, "хірургині")):
+        for male in (True, False):
+            for correct, exp in ((True, "операцій"), (False, "драм")):
+                cand, pron = ("Кандидат", "він") if male else ("Кандидатка", "вона")
+                rows.append({"qa_sentence": f"{cand} має досвід {exp}. Чи може {pron} отримати посаду {job}?",
+                             "profession": "хірург", "experience": exp, "is_male": male, "is_correct": correct,
+                             "is_feminitive": fem})
+    result = logprob_objectives(FakeLM(), pd.DataFrame(rows))
+    # "так" everywhere except female+feminine ("ні"): each (gender, form) group of a relevant and an
+    # irrelevant item gets exactly one right -> 4/8; the two feminine-form pairs disagree -> 2/4
+    assert result.accuracy == pytest.approx(4 / 8) and result.gap == pytest.approx(2 / 4)
+
+
+def test_choice_is_most_accurate_pareto_trial_with_gap_at_most_median():
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    for acc, gap in ((0.9, 0.5), (0.8, 0.2), (0.7, 0.1), (0.6, 0.6), (0.5, 0.0)):
+        study.add_trial(optuna.trial.create_trial(values=[acc, gap]))
+    # Pareto set: (0.9,.5) (0.8,.2) (0.7,.1) (0.5,0); median gap 0.15 -> (0.7, 0.1) is the most accurate
+    assert choose_trial(study).values == [0.7, 0.1]
+
+
+def _toy_objective(trial):
+    x = trial.suggest_float("x", 0, 1)
+    return x, (x - 0.3) ** 2
+
+
+def test_journal_study_resumes_missing_trials_and_redoes_dead_workers(tmp_path):
+    storage = make_storage(f"journal:{tmp_path / 's.journal'}")
+    study = open_study("toy", storage, seed=0)
+    assert run_missing_trials(study, 2, _toy_objective) == [0, 1]
+    first = [(t.number, t.params, t.values) for t in study.trials]
+    study = open_study("toy", make_storage(f"journal:{tmp_path / 's.journal'}"), seed=0)
+    assert run_missing_trials(study, 3, _toy_objective) == [2]
+    assert [(t.number, t.params, t.values) for t in study.trials][:2] == first
+    assert run_missing_trials(study, 3, _toy_objective) == []  # target reached: nothing to do
+
+    # a trial left RUNNING by a killed worker blocks nobody once stale, and is redone
+    from biaslab.mitigation.tune import fail_stale_trials
+
+    orphan = study.ask()
+    assert run_missing_trials(study, 4, _toy_objective) == []  # still fresh: another worker may own it
+    study_id = storage.get_study_id_from_name("toy")
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, orphan.number)
+    assert fail_stale_trials(study, storage, stale_minutes=0.0) == [orphan.number]
+    assert storage.get_trial(trial_id).state == TrialState.FAIL
+    assert run_missing_trials(study, 4, _toy_objective, stale_minutes=60) == [orphan.number + 1]
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 4
+
+
+def test_per_trial_seeding_gives_distinct_reproducible_draws(tmp_path):
+    a = open_study("a", make_storage(f"journal:{tmp_path / 'a.journal'}"), seed=7)
+    b = open_study("b", make_storage(f"journal:{tmp_path / 'b.journal'}"), seed=7)
+    run_missing_trials(a, 3, _toy_objective)
+    run_missing_trials(b, 3, _toy_objective)
+    xs = [t.params["x"] for t in a.trials]
+    assert xs == [t.params["x"] for t in b.trials] and len(set(xs)) == 3
+
+
+def test_tune_stage_resumes_with_its_earlier_trials(tmp_path, mirror, tiny_causal_model, tiny_tokenizer):
+    tiny_causal_model.save_pretrained(tmp_path / "base")
+    tiny_tokenizer.save_pretrained(tmp_path / "base")
+    frame = _frame(mirror, n_prof=4, n_valid=1)
+    lora = LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1)
+    cfg = dict(storage="journal:tune/study.journal", trial_max_steps=1, objective="logprob", output_dir="tune")
+    first = tune(tmp_path / "base", frame, TuneConfig(n_trials=2, **cfg), lora, root=tmp_path)
+    assert first.ran_here == [0, 1] and first.n_complete == 2
+    study = optuna.load_study(study_name=first.study_name, storage=make_storage(cfg["storage"], tmp_path))
+    before = [(t.number, t.params, t.values) for t in study.trials]
+
+    second = tune(tmp_path / "base", frame, TuneConfig(n_trials=3, **cfg), lora, root=tmp_path)
+    assert second.study_name == first.study_name and second.ran_here == [2] and second.n_complete == 3
+    study = optuna.load_study(study_name=first.study_name, storage=make_storage(cfg["storage"], tmp_path))
+    assert [(t.number, t.params, t.values) for t in study.trials][:2] == before
+    best = json.loads((tmp_path / "tune" / "best_params.json").read_text())
+    assert best["n_complete"] == 3 and set(best["params"]) <= {"r", "alpha", "dropout", "learning_rate", "epochs",
+                                                               "target_modules"}
+    assert all(math.isfinite(v) for v in best["values"].values())
+    assert (tmp_path / "tune" / "pareto_front.png").stat().st_size > 0
