@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# Nothing in a test may reach the Hugging Face Hub: set offline mode before any HF library is imported.
+for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_flag, "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("BIASLAB_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 
