@@ -79,7 +79,7 @@ class PretrainConfig(Section):
     grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
     warmup_steps: int = Field(50, ge=1)
     max_steps: int = Field(500, ge=1)
-    max_minutes: float = Field(9.0, gt=0, description="wall-clock budget; training stops at whichever comes first")
+    max_minutes: float = Field(10.0, gt=0, description="wall-clock guard on the training loop (whichever first)")
     eval_every: int = Field(100, ge=1)
     seed: int = 0
 

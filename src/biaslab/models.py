@@ -41,7 +41,7 @@ def fingerprint_dir(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        if file.name in {"run.json", "README.md"} or "checkpoint-" in str(file):
+        if file.name in {"run.json", "README.md", "training_summary.json", "snapshot.json", "edit_report.json"} or "checkpoint-" in str(file):
             continue
         digest.update(str(file.relative_to(path)).encode())
         with file.open("rb") as fh:
