@@ -29,6 +29,7 @@ import torch
 
 import math
 
+from biaslab.scoring.progress import progress
 from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest, with_prefix
 from biaslab.scoring.tokenization import encode_requests
 
@@ -44,14 +45,6 @@ def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 <<
     vocab = int(getattr(model.config, "vocab_size", 32000) or 32000)
     usable = min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
     return max(64, usable // (4 * vocab))
-
-
-def _progress(iterable, total: int, desc: str | None):
-    if desc is None:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="batch", leave=False)
 
 
 @dataclass
@@ -101,7 +94,7 @@ class CausalScorer:
         order = sorted(single, key=lambda i: -self._fed_length(requests[i]))
         batches = list(self._batches(order, requests))
         chunks = list(self._shared_chunks(shared, requests))
-        for kind, work in _progress([("single", b) for b in batches] + [("shared", c) for c in chunks],
+        for kind, work in progress([("single", b) for b in batches] + [("shared", c) for c in chunks],
                                     len(batches) + len(chunks), desc):
             if kind == "single":
                 scores = self._score_batch([requests[i] for i in work])
@@ -287,7 +280,7 @@ class CausalScorer:
             pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
         outputs: list[str] = [""] * len(prompts)
         chunks = [order[s : s + size] for s in range(0, len(order), size)]
-        for chunk in _progress(chunks, len(chunks), desc):
+        for chunk in progress(chunks, len(chunks), desc):
             width = max(len(encoded[i]) for i in chunk)
             input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
             attention = torch.zeros((len(chunk), width), dtype=torch.long)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from biaslab.scoring.causal import _progress
+from biaslab.scoring.progress import progress
 
 LOGIT_BUDGET = 2**26  # floats per [B, V] logits tensor (256 MB): caps the rows of a batch for huge vocabularies
 
@@ -134,7 +134,7 @@ class MaskedScorer:
         jobs.sort(key=lambda j: (-len(token_ids[j[0]]), j[0], j[1]))
         totals = [0.0] * len(token_ids)
         batches = list(self._batches(jobs, token_ids))
-        for batch in _progress(batches, len(batches), desc):
+        for batch in progress(batches, len(batches), desc):
             for (s, _), logprob in zip(batch, self._score_batch(batch, token_ids)):
                 totals[s] += logprob
         return totals
