@@ -154,8 +154,16 @@ def make_evaluator(cfg: TuneConfig, options: dict[str, Any] | None = None, seed:
 
 # --------------------------------------------------------------------------- study
 def make_storage(spec: str, root: str | Path = "."):
-    """``journal:<path>`` -> a file journal (relative to ``root``) shared by workers; else an RDB URL."""
+    """``journal:<path>`` -> a file journal (relative to ``root``) shared by workers; else an RDB URL.
+
+    The environment variable ``BIASLAB_OPTUNA_STORAGE`` wins over params, so workers on other machines
+    (docker-compose.yml) can share one PostgreSQL study without editing params.yaml.
+    """
+    import os
+
     import optuna
+
+    spec = os.environ.get("BIASLAB_OPTUNA_STORAGE") or spec
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     if spec.startswith("journal:"):
