@@ -138,3 +138,39 @@ def test_nan_logprobs_fail_and_leave_nothing(project, monkeypatch, tiny_tokenize
     assert not (root / "metrics" / "broken.json").exists()
     _, runs = _mlflow_runs(root, "broken")
     assert runs and all(r.info.status == "FAILED" for r in runs)
+
+
+def test_killed_evaluation_leaves_no_metrics_file(project):
+    """SIGKILL mid-run: no metrics file appears, and the run is never marked FINISHED."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    root, params = project
+    raw = params.model_dump(mode="json")
+    raw["evaluation"]["bootstrap_samples"] = 3000  # keep it busy long enough to be killed mid-way
+    raw["variants"]["slow"] = {"method": "none", "model_dir": "models/base"}
+    (root / "params_kill.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "pipelines" / "evaluate_variant.py"), "--variant", "slow",
+         "--params", "params_kill.yaml"], cwd=root, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    deadline = time.time() + 240
+    running = []
+    while time.time() < deadline and proc.poll() is None and not running:
+        time.sleep(0.5)
+        if (root / "mlruns" / "mlflow.db").exists():
+            _, runs = _mlflow_runs(root, "slow")
+            running = [r for r in runs if r.info.status == "RUNNING"]
+    assert proc.poll() is None and running, "evaluation finished before it could be killed"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (root / "metrics" / "slow.json").exists()
+    assert not (root / "runs" / "evaluate_slow.json").exists()
+    _, runs = _mlflow_runs(root, "slow")
+    assert all(r.info.status != "FINISHED" for r in runs)

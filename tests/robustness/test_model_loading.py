@@ -40,3 +40,11 @@ def test_directory_without_config_is_not_a_model(tmp_path):
 def test_missing_variant_directory_says_how_to_build_it(tmp_path):
     with pytest.raises(ModelLoadError, match="dvc repro"):
         load_variant_model(tmp_path / "models" / "soft")
+
+
+def test_tracking_refuses_credentials_in_tags():
+    from biaslab.tracking import _safe_tags
+
+    with pytest.raises(ValueError, match="credential"):
+        _safe_tags({"hf_token": "hf_abc"})
+    assert _safe_tags({"variant": "base", "model_fingerprint": "abc"}) == {"variant": "base", "model_fingerprint": "abc"}
