@@ -194,18 +194,21 @@ class CausalScorer:
                 use_cache=True,
             ).logits  # [R, W, V]
             later_logprobs = torch.log_softmax(logits.float(), dim=-1)
-        scores = []
-        for b, (g, r) in enumerate(rows):
-            target = r.continuation_ids
-            step = [first_logprobs[g]]
-            if len(target) > 1:
-                step.extend(later_logprobs[b, : len(target) - 1])
-            stacked = torch.stack(step)  # [n_cont, V]
-            t = torch.tensor(target)
-            token_lp = stacked.gather(1, t[:, None]).squeeze(1)
-            greedy = bool((stacked.argmax(-1) == t).all())
-            scores.append(Score(float(token_lp.double().sum()), len(target), greedy))
-        return scores
+        # per row: the first token from its context's last logits, the rest from the continuation pass;
+        # assembled right-aligned into [R, K, V] with K = max(len(cont))
+        n_conts = torch.tensor([len(r.continuation_ids) for _, r in rows])
+        keep = int(n_conts.max())
+        owner = torch.tensor([g for g, _ in rows])
+        vocab = first_logprobs.shape[-1]
+        stacked = torch.zeros((len(rows), keep, vocab))
+        targets = torch.zeros((len(rows), keep), dtype=torch.long)
+        for b, (_, r) in enumerate(rows):
+            n = len(r.continuation_ids)
+            stacked[b, keep - n] = first_logprobs[owner[b]]
+            if n > 1:
+                stacked[b, keep - n + 1 :] = later_logprobs[b, : n - 1]
+            targets[b, keep - n :] = torch.tensor(r.continuation_ids, dtype=torch.long)
+        return self._gather_scores(stacked, targets, n_conts, normalised=True)
 
     def _fed_length(self, r: TokenRequest) -> int:
         return min(len(r.context_ids) + len(r.continuation_ids) - 1, self.max_length)
@@ -251,14 +254,29 @@ class CausalScorer:
             attention[b, width - len(fed) :] = 1
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         logits = self._logits(input_ids, attention, positions, keep)  # [B, K, V]
-        scores = []
-        for b, (r, n_cont) in enumerate(zip(batch, n_conts)):
-            logprobs = torch.log_softmax(logits[b, keep - n_cont :].float(), dim=-1)  # [n_cont, V]
-            target = torch.tensor(r.continuation_ids, dtype=torch.long)
-            token_lp = logprobs.gather(1, target[:, None]).squeeze(1)
-            greedy = bool((logprobs.argmax(dim=-1) == target).all())
-            scores.append(Score(float(token_lp.double().sum()), n_cont, greedy))
-        return scores
+        # continuation j of row b sits at column K - n_cont_b + j: right-aligned targets [B, K]
+        targets = torch.zeros((len(batch), keep), dtype=torch.long)
+        for b, r in enumerate(batch):
+            targets[b, keep - n_conts[b] :] = torch.tensor(r.continuation_ids, dtype=torch.long)
+        return self._gather_scores(logits, targets, torch.tensor(n_conts))
+
+    @staticmethod
+    def _gather_scores(
+        logits: torch.Tensor, targets: torch.Tensor, n_conts: torch.Tensor, normalised: bool = False
+    ) -> list[Score]:
+        """Vectorised scoring of right-aligned continuations: ``logits [B, K, V]``, ``targets [B, K]``.
+
+        Row b's real targets are its last ``n_conts[b]`` columns; the padding columns are masked out.
+        Sums are taken in float64 so long sentences do not lose precision. ``normalised``: the input is
+        already log-probabilities (the prefix-shared path).
+        """
+        keep = targets.shape[1]
+        logprobs = logits if normalised else torch.log_softmax(logits.float(), dim=-1)  # [B, K, V]
+        token_lp = logprobs.gather(2, targets[:, :, None]).squeeze(2)  # [B, K]
+        valid = torch.arange(keep)[None, :] >= (keep - n_conts)[:, None]  # [B, K]
+        totals = torch.where(valid, token_lp.double(), torch.zeros((), dtype=torch.float64)).sum(1)
+        greedy = ((logprobs.argmax(-1) == targets) | ~valid).all(1)
+        return [Score(float(t), int(n), bool(g)) for t, n, g in zip(totals, n_conts, greedy)]
 
     def _logits(self, input_ids, attention, positions, keep: int):
         """Logits of the last ``keep`` columns (``logits_to_keep`` where the model supports it)."""
