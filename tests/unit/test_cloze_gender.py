@@ -1,4 +1,5 @@
-"""ClozeGender benchmark: hand-computed metrics on a fake scorer, the tiny model vs a naive loop, metamorphic swaps."""
+"""ClozeGender benchmark: hand-computed metrics on a fake scorer, tiny causal and masked models vs naive loops,
+metamorphic swaps."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_masked_scoring import build_tiny_bert, naive_pll
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.cloze_gender import BENCHMARK
 from biaslab.metrics import association as assoc
+from biaslab.scoring.masked import MaskedScorer
 from biaslab.scoring.requests import Request, Score
 
 CTX = EvalContext(seed=0, bootstrap_samples=50, progress=False)
@@ -204,10 +207,10 @@ def test_options_are_checked(prepared):
         BENCHMARK.run(scorer, prepared, {"vectors": str(prepared / "vectors.txt")}, NO_CI)
     with pytest.raises(ValueError, match="datasets"):
         BENCHMARK.run(scorer, prepared, {"datasets": ["crows"]}, NO_CI)
-    masked = FakeScorer()
-    masked.kind = "masked"
-    with pytest.raises(NotImplementedError, match="causal"):
-        BENCHMARK.run(masked, prepared, file_options(prepared), NO_CI)
+    other = FakeScorer()
+    other.kind = "seq2seq"
+    with pytest.raises(NotImplementedError, match="causal or a masked"):
+        BENCHMARK.run(other, prepared, file_options(prepared), NO_CI)
 
 
 def test_bad_prepared_data_is_reported(tmp_path):
@@ -312,3 +315,180 @@ def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_pa
     d = base[f"{key}/weat_d"].value
     assert np.isfinite(d) and d != 0
     assert mirror[f"{key}/weat_d"].value == pytest.approx(-d)
+
+
+# ------------------------------------------------------------------------------------------- masked LMs
+# A tiny BERT (test_masked_scoring.build_tiny_bert): "her" is one WordPiece token, "him" is three
+# (h ##i ##m), so both the single-mask and the joint multi-mask paths are exercised.
+PROMPT = "They are people."
+
+
+@pytest.fixture(scope="module")
+def tiny_bert():
+    return build_tiny_bert()
+
+
+@pytest.fixture
+def masked_prepared(real_prepared):
+    """real_prepared plus a GenderLex row whose pronoun carries trailing punctuation ("him." / "her.")."""
+    frame = genderlex_frame(REAL_ROWS, duplicate_of_first=False)
+    extra = {**frame.iloc[0].to_dict(), "row": len(frame), "sent_m": "The nurse said it was for him.",
+             "sent_w": "The nurse said it was for her.", "context": "nurse", "hb": "W"}
+    pd.concat([frame, pd.DataFrame([extra])], ignore_index=True).to_parquet(real_prepared / "genderlex.parquet")
+    return real_prepared
+
+
+def naive_masked_cloze(model, tokenizer, sentence: str, prompt: str = "") -> tuple[float, int]:
+    """Replace the final pronoun (not its trailing '.') by n [MASK] tokens in the text; one unpadded forward."""
+    prefix, word = sentence.rsplit(" ", 1)
+    core = word.rstrip(".")
+    targets = tokenizer(core, add_special_tokens=False)["input_ids"]
+    text = f"{prefix} {' '.join([tokenizer.mask_token] * len(targets))}{word[len(core):]}"
+    ids = tokenizer(f"{prompt} {text}" if prompt else text)["input_ids"]
+    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_token_id]
+    assert len(positions) == len(targets)
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)  # [T, V]
+    return sum(float(logprobs[p, t]) for p, t in zip(positions, targets)), len(targets)
+
+
+def naive_token_plls(model, tokenizer, sentence: str) -> list[tuple[int, float]]:
+    ids = tokenizer(sentence)["input_ids"]
+    return [(ids[p], naive_pll(model, tokenizer, ids, [p])) for p in range(1, len(ids) - 1)]
+
+
+@pytest.mark.parametrize("batch_size", [1, "auto"])
+def test_masked_cloze_equals_naive_loop(tiny_bert, masked_prepared, batch_size):
+    model, tokenizer = tiny_bert
+    scorers = {"": MaskedScorer(model, tokenizer, batch_size=batch_size)}
+    scorers[PROMPT] = scorers[""].with_prefix(PROMPT)
+    for prompt, scorer in scorers.items():
+        result = BENCHMARK.run(scorer, masked_prepared, {"datasets": ["genderlex"]}, NO_CI)
+        pred = result.predictions["cloze_gender_genderlex"]
+        assert pred["sent_m"].str.endswith(".").any()
+        for row in pred.itertuples():
+            for sentence, got, n in ((row.sent_m, row.logprob_m, row.n_tokens_m),
+                                     (row.sent_w, row.logprob_w, row.n_tokens_w)):
+                want, n_want = naive_masked_cloze(model, tokenizer, sentence, prompt)
+                assert got == pytest.approx(want, abs=1e-5)
+                assert n == n_want
+        assert set(pred["n_tokens_m"]) == {3} and set(pred["n_tokens_w"]) == {1}  # him: joint 3-token mask
+        assert pred["p_m"].between(0, 1).all() and np.isfinite(pred["sim_m"]).all()
+
+
+def test_masked_sentence_scores_equal_naive_pll(tiny_bert, real_prepared):
+    model, tokenizer = tiny_bert
+    scorer = MaskedScorer(model, tokenizer)
+    geometric = BENCHMARK.run(scorer, real_prepared, {"datasets": ["winogender"]}, NO_CI)
+    for row in geometric.predictions["cloze_gender_winogender"].itertuples():
+        for sentence, prob, logprob, n in ((row.sentence_male, row.prob_male, row.logprob_male, row.n_tokens_male),
+                                           (row.sentence_neutral, row.prob_neutral, row.logprob_neutral,
+                                            row.n_tokens_neutral)):
+            lps = [lp for _, lp in naive_token_plls(model, tokenizer, sentence)]
+            assert logprob == pytest.approx(sum(lps), abs=1e-5)
+            assert n == len(lps)
+            assert prob == pytest.approx(math.exp(np.mean(lps)), rel=1e-5)
+
+    authors = BENCHMARK.run(scorer, real_prepared, {"sentence_prob": "authors", "datasets": ["winobias"]}, NO_CI)
+    for row in authors.predictions["cloze_gender_winobias"].itertuples():
+        tokens = naive_token_plls(model, tokenizer, row.pro_sentence)
+        kept = [math.exp(lp) for tok, lp in tokens if tokenizer.decode([tok]).strip() != "."]
+        assert len(kept) < len(tokens)  # the final "." was left out
+        assert row.prob_pro == pytest.approx(np.mean(kept), abs=1e-6)
+        assert row.n_tokens_pro == len(kept)
+        assert row.logprob_pro == pytest.approx(sum(lp for _, lp in tokens), abs=1e-5)
+
+
+def test_masked_benchmark_end_to_end(tiny_bert, tiny_scorer, real_prepared):
+    """All three datasets, model vectors: same metric names as a causal run, finite values, BERT word pieces."""
+    from biaslab.static_vectors import word_token_ids
+
+    model, tokenizer = tiny_bert
+    result = BENCHMARK.run(MaskedScorer(model, tokenizer), real_prepared, {}, CTX)
+    causal = BENCHMARK.run(tiny_scorer, real_prepared, {}, NO_CI)
+    assert set(result.metrics) == set(causal.metrics)
+    assert set(result.predictions) == set(causal.predictions)
+    for name in ("genderlex/him_ratio", "genderlex/hb_match", "winobias/pro_share", "winogender/male_share"):
+        assert np.isfinite(result.metrics[f"cloze_gender/{name}"].value)
+    gl = result.predictions["cloze_gender_genderlex"]
+    assert not gl["sim_oov"].any()
+    # sim() from the BERT input embeddings: a word is its plain WordPiece split (no leading-space variant)
+    for word in ("doctor", "him", "her", "nurse"):
+        assert word_token_ids(tokenizer, word) == tokenizer(word, add_special_tokens=False)["input_ids"]
+    emb = model.get_input_embeddings().weight.detach().double()
+    him = emb[tokenizer("him", add_special_tokens=False)["input_ids"]].mean(0)  # mean over h ##i ##m
+    doctor = emb[tokenizer("doctor", add_special_tokens=False)["input_ids"]].mean(0)
+    row = gl[gl["context"] == "doctor"].iloc[0]
+    assert row.sim_m == pytest.approx(float(torch.nn.functional.cosine_similarity(him, doctor, dim=0)), abs=1e-9)
+
+
+def test_masked_swapping_genders_mirrors_the_metrics(tiny_bert, real_prepared, tmp_path_factory):
+    model, tokenizer = tiny_bert
+    scorer = MaskedScorer(model, tokenizer)
+    swapped_dir = tmp_path_factory.mktemp("masked_swapped")
+    frame = pd.read_parquet(real_prepared / "genderlex.parquet")
+    swapped = frame.assign(sent_m=frame["sent_w"], sent_w=frame["sent_m"], hb=frame["hb"].map({"M": "W", "W": "M"}))
+    swapped.to_parquet(swapped_dir / "genderlex.parquet")
+    (swapped_dir / "v.txt").write_text(GLOVE + "doctor 1 0 0\nnurse 0 1 0\ncame 1 1 1\n", encoding="utf-8")
+    options = {"datasets": ["genderlex"], "vectors": str(swapped_dir / "v.txt"), "vectors_format": "glove"}
+    base = BENCHMARK.run(scorer, real_prepared, options, NO_CI)
+    mirror = BENCHMARK.run(scorer, swapped_dir, options, NO_CI)
+    bp, mp = base.predictions["cloze_gender_genderlex"], mirror.predictions["cloze_gender_genderlex"]
+    assert list(mp["logprob_m"]) == pytest.approx(list(bp["logprob_w"]), abs=1e-6)
+    key = "cloze_gender/genderlex/occupation/verb"
+    base, mirror = base.metrics, mirror.metrics
+    r = base[f"{key}/him_ratio"].value
+    assert 0 < r < 1
+    assert mirror[f"{key}/him_ratio"].value == pytest.approx(1 - r)
+    assert mirror[f"{key}/lm_him_ratio"].value == pytest.approx(1 - base[f"{key}/lm_him_ratio"].value)
+    assert mirror[f"{key}/hb_match"].value == pytest.approx(base[f"{key}/hb_match"].value)
+    assert mirror[f"{key}/kl_row_uniform"].value == pytest.approx(base[f"{key}/kl_row_uniform"].value)
+    assert mirror[f"{key}/weat_d"].value == pytest.approx(-base[f"{key}/weat_d"].value)
+
+
+def naive_joint_mask(model, tokenizer, ids, positions, targets) -> float:
+    masked = list(ids)
+    for p in positions:
+        masked[p] = tokenizer.mask_token_id
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(torch.tensor([masked])).logits[0].float(), -1)
+    return sum(float(logprobs[p, t]) for p, t in zip(positions, targets))
+
+
+def test_masked_token_logprobs_batching_dedup_and_errors(tiny_bert, monkeypatch):
+    model, tokenizer = tiny_bert
+    sentences = ("He is a man.", "The doctor said that he would come.", "She is a woman.")
+    ids = [tokenizer(s)["input_ids"] for s in sentences]
+    her = tokenizer("her", add_special_tokens=False)["input_ids"][0]
+    she = tokenizer("She", add_special_tokens=False)["input_ids"][0]
+    token_ids = [ids[0], ids[0], ids[1], ids[2], ids[1]]
+    positions = [[1], [1], [2, 5, 6], [1, 3], []]
+    targets = [[her], [she], [her, she, her], [ids[2][1], her], []]
+    want = [naive_joint_mask(model, tokenizer, i, p, t) for i, p, t in zip(token_ids, positions, targets)]
+
+    rows_seen = []
+    handle = model.register_forward_hook(lambda _m, args, kwargs, _out: rows_seen.append(kwargs["input_ids"].shape[0]),
+                                         with_kwargs=True)
+    try:
+        got = MaskedScorer(model, tokenizer).masked_token_logprobs(token_ids, positions, targets)
+    finally:
+        handle.remove()
+    assert got == pytest.approx(want, abs=1e-5)
+    assert got[4] == 0.0
+    assert sum(rows_seen) == 3  # the first two share one masked input; the empty one needs none
+    for scorer in (MaskedScorer(model, tokenizer, batch_size=1), MaskedScorer(model, tokenizer, max_batch_tokens=1)):
+        assert scorer.masked_token_logprobs(token_ids, positions, targets) == pytest.approx(want, abs=1e-5)
+    monkeypatch.setattr(type(model), "get_output_embeddings", lambda self: None)  # full-logits fallback
+    assert MaskedScorer(model, tokenizer).masked_token_logprobs(token_ids, positions, targets) == pytest.approx(
+        want, abs=1e-5)
+    monkeypatch.undo()
+
+    scorer = MaskedScorer(model, tokenizer)
+    per_token = scorer.token_pseudo_logprobs(ids)
+    assert [sum(t) for t in per_token] == pytest.approx(scorer.pseudo_loglikelihood(ids), abs=1e-5)
+    with pytest.raises(ValueError, match="same length"):
+        scorer.masked_token_logprobs(ids, positions, targets)
+    with pytest.raises(ValueError, match="2 positions but 1 targets"):
+        scorer.masked_token_logprobs([ids[0]], [[1, 2]], [[her]])
+    with pytest.raises(ValueError, match="position 99"):
+        scorer.masked_token_logprobs([ids[0]], [[99]], [[her]])

@@ -185,6 +185,101 @@ class MaskedScorer:
         return logprobs[rows, targets].tolist()
 
 
+    # ------------------------------------------------------------------ per-token PLL / joint masking (additive)
+    def token_pseudo_logprobs(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        positions: Sequence[Sequence[int]] | None = None,
+        desc: str | None = None,
+    ) -> list[list[float]]:
+        """Like :meth:`MaskedScorer.pseudo_loglikelihood`, but each sentence's per-position log-probs.
+
+        ``out[s][k] = log P(token_ids[s][positions[s][k]] | sentence s with that one token masked)``, in the
+        order of ``positions[s]`` (default: :meth:`scorable_positions`). The jobs are packed and batched exactly
+        as for :meth:`pseudo_loglikelihood` (one masked copy per scored token), so
+        ``sum(out[s]) == pseudo_loglikelihood(...)[s]`` up to float summation order.
+        """
+        if positions is None:
+            positions = [self.scorable_positions(ids) for ids in token_ids]
+        if len(positions) != len(token_ids):
+            raise ValueError(f"{len(token_ids)} sentences but {len(positions)} position lists")
+        jobs: list[tuple[int, int]] = []
+        for s, (ids, pos) in enumerate(zip(token_ids, positions)):
+            for p in pos:
+                if not 0 <= p < len(ids):
+                    raise ValueError(f"sentence {s}: position {p} outside 0..{len(ids) - 1}")
+                jobs.append((s, int(p)))
+        jobs = sorted(set(jobs), key=lambda j: (-len(token_ids[j[0]]), j[0], j[1]))
+        found: dict[tuple[int, int], float] = {}
+        batches = list(self._batches(jobs, token_ids))
+        for batch in progress(batches, len(batches), desc):
+            found.update(zip(batch, self._score_batch(batch, token_ids)))
+        return [[found[(s, int(p))] for p in pos] for s, pos in enumerate(positions)]
+
+    def masked_token_logprobs(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        position_lists: Sequence[Sequence[int]],
+        target_lists: Sequence[Sequence[int]],
+        desc: str | None = None,
+    ) -> list[float]:
+        """For each sequence, ``sum_k log P(target_k at position_k | sequence with ALL its positions masked)``.
+
+        One forward pass per masked sequence (not per position): every position of ``position_lists[s]`` is
+        replaced by the mask token at once and the model's distribution at each of them is read for the
+        matching ``target_lists[s]`` token. With one position this is ``P([MASK] = target | rest)``; with
+        several it is the product of the per-position marginals of one joint masking (no chain rule).
+
+        ``token_ids`` include the special tokens (see :meth:`encode`); whatever they hold at the masked
+        positions is ignored. Sequences whose masked input is identical (e.g. the same sentence scored for
+        "him" and for "her") share one forward row. Rows are packed longest-first into batches like
+        :meth:`pseudo_loglikelihood`; the output-embedding hook keeps only the masked rows' hidden states
+        (``[B, K, H]``, K = most positions in the batch), otherwise full logits are used. An empty position
+        list scores 0.0.
+        """
+        if not len(token_ids) == len(position_lists) == len(target_lists):
+            raise ValueError(f"{len(token_ids)} sequences, {len(position_lists)} position lists and "
+                             f"{len(target_lists)} target lists: the three must have the same length")
+        mask_id = int(self.tokenizer.mask_token_id)
+        row_of: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        rows: list[list[int]] = []
+        row_positions: list[tuple[int, ...]] = []
+        owners: list[list[tuple[int, tuple[int, ...]]]] = []  # per row: (sequence index, targets)
+        for s, (ids, pos, tgt) in enumerate(zip(token_ids, position_lists, target_lists)):
+            pos, tgt = tuple(int(p) for p in pos), tuple(int(t) for t in tgt)
+            if len(pos) != len(tgt):
+                raise ValueError(f"sequence {s}: {len(pos)} positions but {len(tgt)} targets")
+            if len(set(pos)) != len(pos):
+                raise ValueError(f"sequence {s}: repeated position in {list(pos)}")
+            for p in pos:
+                if not 0 <= p < len(ids):
+                    raise ValueError(f"sequence {s}: position {p} outside 0..{len(ids) - 1}")
+            if not pos:
+                continue
+            masked = [int(t) for t in ids]
+            for p in pos:
+                masked[p] = mask_id
+            key = (tuple(masked), pos)
+            if key not in row_of:
+                row_of[key] = len(rows)
+                rows.append(masked)
+                row_positions.append(pos)
+                owners.append([])
+            owners[row_of[key]].append((s, tgt))
+        jobs = sorted(((r, 0) for r in range(len(rows))), key=lambda j: (-len(rows[j[0]]), j[0]))
+        batches = [part for batch in self._batches(jobs, rows)
+                   for part in _cap_rows_by_positions(self, batch, row_positions)]
+        totals = [0.0] * len(token_ids)
+        for batch in progress(batches, len(batches), desc):
+            idx = [r for r, _ in batch]
+            scores = _score_masked_rows(self, [rows[r] for r in idx], [row_positions[r] for r in idx],
+                                        [[t for _, t in owners[r]] for r in idx])
+            for r, row_scores in zip(idx, scores):
+                for (s, _), value in zip(owners[r], row_scores):
+                    totals[s] = value
+        return totals
+
+
 @contextmanager
 def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
     """While active, the vocabulary projection sees only row ``b``'s masked position: ``[B, T, H] -> [B, 1, H]``.
@@ -202,6 +297,80 @@ def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
     def select(_module, args):
         hidden = args[0]  # [B, T, H]
         return (hidden[rows, mask_pos].unsqueeze(1), *args[1:])  # [B, 1, H]
+
+    handle = head.register_forward_pre_hook(select)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+# ---------------------------------------------------------------------------------------------- additions
+# Helpers of MaskedScorer.masked_token_logprobs (joint masking of several positions per row).
+
+
+def _cap_rows_by_positions(self: MaskedScorer, batch, row_positions) -> Iterator[list[tuple[int, int]]]:
+    """Split a batch so ``rows x K`` logits rows stay under ``LOGIT_BUDGET`` (auto batch size only)."""
+    if self.batch_size != "auto":
+        yield batch
+        return
+    vocab = int(getattr(self.model.config, "vocab_size", 0) or len(self.tokenizer))
+    max_rows = max(1, LOGIT_BUDGET // vocab)
+    part: list[tuple[int, int]] = []
+    k = 0
+    for job in batch:
+        k_new = max(k, len(row_positions[job[0]]))
+        if part and k_new * (len(part) + 1) > max_rows:
+            yield part
+            part, k_new = [], len(row_positions[job[0]])
+        part.append(job)
+        k = k_new
+    if part:
+        yield part
+
+
+@torch.inference_mode()
+def _score_masked_rows(self: MaskedScorer, rows, positions, targets) -> list[list[float]]:
+    """``rows`` already masked; returns, per row, the summed target log-probs of each of its owners."""
+    width = max(len(r) for r in rows)
+    k_max = max(len(p) for p in positions)
+    pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, T]
+    attention = torch.zeros((len(rows), width), dtype=torch.long)  # [B, T]
+    mask_pos = torch.empty((len(rows), k_max), dtype=torch.long)  # [B, K] (short rows repeat a position)
+    for b, (ids, pos) in enumerate(zip(rows, positions)):
+        input_ids[b, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attention[b, : len(ids)] = 1
+        mask_pos[b] = torch.tensor(list(pos) + [pos[0]] * (k_max - len(pos)), dtype=torch.long)
+    state = {"ran": False}
+    with _only_masked_positions(self.model, mask_pos, state):
+        logits = self.model(input_ids=input_ids, attention_mask=attention).logits
+    if state["ran"]:
+        if logits.shape[1] != k_max:
+            raise RuntimeError(f"output-embedding hook ran but logits have shape {tuple(logits.shape)}")
+        selected = logits  # [B, K, V]
+    else:
+        selected = logits[torch.arange(len(rows)).unsqueeze(1), mask_pos]  # [B, T, V] -> [B, K, V]
+    logprobs = torch.log_softmax(selected.float(), dim=-1)  # [B, K, V]
+    out = []
+    for b, (pos, row_targets) in enumerate(zip(positions, targets)):
+        ks = torch.arange(len(pos))
+        out.append([float(logprobs[b, ks, torch.tensor(t, dtype=torch.long)].sum()) for t in row_targets])
+    return out
+
+
+@contextmanager
+def _only_masked_positions(model: torch.nn.Module, mask_pos: torch.Tensor, state: dict):
+    """Like :func:`_only_masked_rows` for ``K`` positions per row: ``[B, T, H] -> [B, K, H]``; sets ``state['ran']``."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None:
+        yield
+        return
+    rows = torch.arange(mask_pos.shape[0]).unsqueeze(1)  # [B, 1]
+
+    def select(_module, args):
+        state["ran"] = True
+        return (args[0][rows, mask_pos], *args[1:])  # [B, K, H]
 
     handle = head.register_forward_pre_hook(select)
     try:
