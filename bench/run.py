@@ -89,7 +89,7 @@ def lm_eval_loop(model, tokenizer, requests: list[Request]) -> list[float] | Non
         from lm_eval.models.huggingface import HFLM
     except ImportError:
         return None
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=16)
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=32)
     instances = [
         Instance(request_type="loglikelihood", doc={}, arguments=(r.context, r.continuation), idx=i)
         for i, r in enumerate(requests)
@@ -145,7 +145,7 @@ def build_models(quick: bool):
 
 def bench_causal(label, model, tokenizer, sets, repeats, threads, peak, skip_naive_for_big):
     rows = []
-    engine = CausalScorer(model, tokenizer)
+    engine = CausalScorer(model, tokenizer, max_batch_tokens=1024)
     for name, requests in sets.items():
         n_tokens = count_tokens(tokenizer, requests)
         t_engine, engine_scores = timed(lambda: engine.loglikelihood(requests), repeats)

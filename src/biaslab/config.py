@@ -106,7 +106,7 @@ class ModelConfig(Section):
 # --------------------------------------------------------------------------- scoring
 class ScoringConfig(Section):
     batch_size: int | Literal["auto"] = "auto"
-    max_batch_tokens: int = Field(16384, gt=0, description="token budget per batch when batch_size is auto")
+    max_batch_tokens: int = Field(1024, gt=0, description="padded-token budget per batch when batch_size is auto")
     num_threads: int | None = Field(None, description="torch intra-op threads; null = physical cores")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     cache_dir: str | None = Field(None, description="on-disk result cache keyed by model fingerprint; null = off")

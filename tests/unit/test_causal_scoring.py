@@ -123,3 +123,24 @@ def test_nan_weights_raise_instead_of_reporting(tiny_tokenizer):
         broken.lm_head.weight[0, 0] = float("nan")
     with pytest.raises(NonFiniteScoreError, match="NaN/inf"):
         CausalScorer(broken, tiny_tokenizer).loglikelihood(REQUESTS)
+
+
+GBEM_LIKE = [
+    Request("", s)
+    for s in [
+        "Кандидат має досвід. Посаду він отримав.", "Кандидат має досвід. Посаду він не отримав.",
+        "Кандидатка має досвід. Посаду вона отримала.", "Кандидатка має досвід. Посаду вона не отримала.",
+        "Кандидат має досвід.", "Кандидат має досвід. Посаду він отримав. Так.",  # one is a prefix of others
+    ]
+] + [Request("Кандидат має", " досвід."), Request("Кандидат має досвід.", " Посаду")]  # contexts inside prefixes
+
+
+@pytest.mark.parametrize("budget", [8, 64, 16384])
+def test_shared_token_prefixes_of_sentences_equal_naive_loop(tiny_causal_model, tiny_tokenizer, budget):
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, max_batch_tokens=budget)
+    shared, _ = scorer._split_shared([encode_request(tiny_tokenizer, r) for r in GBEM_LIKE])
+    assert shared, "sentences with a long common prefix should share it"
+    for request, score in zip(GBEM_LIKE, scorer.loglikelihood(GBEM_LIKE)):
+        expected, greedy = naive_loglikelihood(tiny_causal_model, tiny_tokenizer, request)
+        assert score.logprob == pytest.approx(expected, abs=1e-5), request
+        assert score.is_greedy == greedy

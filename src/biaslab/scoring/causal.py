@@ -34,6 +34,15 @@ from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenR
 from biaslab.scoring.tokenization import encode_requests
 
 
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
     """Largest batch (in tokens) whose float32 logits ``[tokens, V]`` fit a slice of free memory.
 
@@ -58,6 +67,7 @@ class CausalScorer:
     max_length: int | None = None
     prompt_prefix: str = ""
     share_prefixes: bool = True
+    min_shared_fraction: float = 0.5
     kind: str = field(default="causal", init=False)
 
     def __post_init__(self) -> None:
@@ -75,7 +85,7 @@ class CausalScorer:
         """The same model with an instruction prepended to every request (prompt debiasing)."""
         return CausalScorer(
             self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix,
-            self.share_prefixes,
+            self.share_prefixes, self.min_shared_fraction,
         )
 
     # ------------------------------------------------------------------ scoring
@@ -100,8 +110,8 @@ class CausalScorer:
                 scores = self._score_batch([requests[i] for i in work])
                 indices = work
             else:
-                indices = [i for group in work for i in group]
-                scores = self._score_shared_chunk([[requests[i] for i in group] for group in work])
+                indices = [i for _, group in work for i in group]
+                scores = self._score_shared_chunk([(n, [requests[i] for i in group]) for n, group in work])
             for i, score in zip(indices, scores):
                 results[i] = score
         bad = [i for i, s in enumerate(results) if not math.isfinite(s.logprob)]
@@ -113,102 +123,145 @@ class CausalScorer:
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ prefix sharing
-    def _split_shared(self, requests: Sequence[TokenRequest]) -> tuple[list[list[int]], list[int]]:
-        """Group request indices by context; groups of >= 2 with a real context share its forward pass."""
-        if not self.share_prefixes:
+    def _fed(self, r: TokenRequest) -> tuple[int, ...]:
+        return (r.context_ids + r.continuation_ids)[:-1]
+
+    def _split_shared(self, requests: Sequence[TokenRequest]) -> tuple[list[tuple[int, list[int]]], list[int]]:
+        """Group requests whose fed tokens share a long common prefix; the rest are scored one row each.
+
+        Requests are sorted by their token sequence, so requests with a common prefix are adjacent. A
+        neighbour joins the current group when the two share at least ``min_shared_fraction`` of the
+        shorter sequence (and >= 2 tokens) - e.g. OccuGender's surface forms after one prompt (the whole
+        prompt is shared), or GBEM-UA's positive/negative sentences (everything before ``не``), but not
+        two prompts that merely start with "Q: Imagine a". Returns ``[(prefix_length, members)]`` and the
+        singles.
+        """
+        if not self.share_prefixes or not requests:
             return [], list(range(len(requests)))
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for i, r in enumerate(requests):
-            groups.setdefault(r.context_ids, []).append(i)
-        shared, single = [], []
-        for ctx, members in groups.items():
-            longest = max(len(requests[i].continuation_ids) for i in members)
-            if len(members) >= 2 and len(ctx) >= 2 and len(ctx) + longest - 1 <= self.max_length:
-                shared.append(members)
+        fed = [self._fed(r) for r in requests]
+        order = sorted(range(len(requests)), key=lambda i: fed[i])
+        groups: list[tuple[int, list[int]]] = []
+        members, shared_len = [order[0]], len(fed[order[0]])
+        for prev, cur in zip(order, order[1:]):
+            common = _common_prefix(fed[prev], fed[cur])
+            if common >= 2 and min(shared_len, common) >= self.min_shared_fraction * min(len(fed[prev]), len(fed[cur])):
+                members.append(cur)
+                shared_len = min(shared_len, common)
             else:
-                single.extend(members)
+                groups.append((shared_len, members))
+                members, shared_len = [cur], len(fed[cur])
+        groups.append((shared_len, members))
+        shared, single = [], []
+        for shared_len, group in groups:
+            fits = all(len(fed[i]) <= self.max_length for i in group)
+            if len(group) >= 2 and shared_len >= 2 and fits:
+                shared.append((shared_len, group))
+            else:
+                single.extend(group)
         return shared, single
 
-    def _shared_chunks(self, groups: list[list[int]], requests: Sequence[TokenRequest]) -> Iterator[list[list[int]]]:
-        """Pack context groups (longest context first) into chunks within the padded-token budget."""
+    def _shared_chunks(
+        self, groups: list[tuple[int, list[int]]], requests: Sequence[TokenRequest]
+    ) -> Iterator[list[tuple[int, list[int]]]]:
+        """Pack prefix groups (longest prefix first) into chunks within the padded-token budget."""
         budget = self.max_batch_tokens
         max_rows = None if self.batch_size == "auto" else max(1, int(self.batch_size))
-        groups = sorted(groups, key=lambda g: -len(requests[g[0]].context_ids))
-        chunk: list[list[int]] = []
-        ctx_len = rows = width = 0
-        for group in groups:
-            c = len(requests[group[0]].context_ids)
-            w = max(len(requests[i].continuation_ids) for i in group) - 1
-            # a huge group is split so each piece fits the budget on its own
-            per_piece = max(1, budget // max(1, c + w))
+        groups = sorted(groups, key=lambda g: -g[0])
+        chunk: list[tuple[int, list[int]]] = []
+        prefix_len = rows = width = 0
+        for shared_len, group in groups:
+            w = max(len(self._fed(requests[i])) for i in group) - shared_len
+            per_piece = max(2, budget // max(1, shared_len + w))  # a huge group is split into pieces
             if max_rows:
-                per_piece = min(per_piece, max_rows)
+                per_piece = max(2, min(per_piece, max_rows))
             for start in range(0, len(group), per_piece):
                 piece = group[start : start + per_piece]
-                new_ctx, new_rows, new_width = max(ctx_len, c), rows + len(piece), max(width, w)
-                too_big = new_rows * (new_ctx + new_width) > budget or (max_rows and new_rows > max_rows)
+                new = (max(prefix_len, shared_len), rows + len(piece), max(width, w))
+                too_big = new[1] * (new[0] + new[2]) > budget or (max_rows and new[1] > max_rows)
                 if chunk and too_big:
                     yield chunk
-                    chunk, ctx_len, rows, width = [], 0, 0, 0
-                    new_ctx, new_rows, new_width = c, len(piece), w
-                chunk.append(piece)
-                ctx_len, rows, width = new_ctx, new_rows, new_width
+                    chunk, prefix_len, rows, width = [], 0, 0, 0
+                    new = (shared_len, len(piece), w)
+                chunk.append((shared_len, piece))
+                prefix_len, rows, width = new
         if chunk:
             yield chunk
 
     @torch.inference_mode()
-    def _score_shared_chunk(self, groups: Sequence[Sequence[TokenRequest]]) -> list[Score]:
-        """Score groups of requests that share a context; returns scores in group-major order."""
-        contexts = [list(g[0].context_ids) for g in groups]
-        n_groups, ctx_width = len(contexts), max(len(c) for c in contexts)
-        # contexts left-padded so they all end at column ctx_width - 1: ctx_ids [G, Lc]
-        ctx_ids = torch.zeros((n_groups, ctx_width), dtype=torch.long)
-        ctx_mask = torch.zeros((n_groups, ctx_width), dtype=torch.long)
-        for g, ctx in enumerate(contexts):
-            ctx_ids[g, ctx_width - len(ctx) :] = torch.tensor(ctx)
-            ctx_mask[g, ctx_width - len(ctx) :] = 1
-        ctx_pos = (ctx_mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ctx_ids, attention_mask=ctx_mask, position_ids=ctx_pos, use_cache=True)
-        first_logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [G, V]
+    def _score_shared_chunk(self, chunk: Sequence[tuple[int, Sequence[TokenRequest]]]) -> list[Score]:
+        """Score groups that share a token prefix: the prefix runs once, only the suffixes run again.
 
-        rows = [(g, r) for g, group in enumerate(groups) for r in group]
-        width = max(len(r.continuation_ids) for _, r in rows) - 1
-        later_logprobs = None
-        if width > 0:
-            # every continuation minus its last token, right-padded: cont_ids [R, W]
-            cont_ids = torch.zeros((len(rows), width), dtype=torch.long)
-            cont_mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for b, (_, r) in enumerate(rows):
-                fed = r.continuation_ids[:-1]
-                if fed:
-                    cont_ids[b, : len(fed)] = torch.tensor(fed)
-                    cont_mask[b, : len(fed)] = 1
-            owner = torch.tensor([g for g, _ in rows])
+        Prefix pass: prefixes left-padded to ``Wp`` (``[G, Wp]``) so they end together; its logits are kept
+        for the last ``K`` columns, enough to cover every member's first scored position inside the prefix.
+        Suffix pass: each member's remaining fed tokens, right-padded (``[R, Ws]``), attend to their own
+        group's cached prefix (KV gathered with ``index_select`` over the batch dim). Each continuation
+        token is then read from whichever pass predicted it. Returns scores in group-major order.
+        """
+        prefixes = [list(self._fed(members[0])[:shared_len]) for shared_len, members in chunk]
+        lengths = torch.tensor([len(p) for p in prefixes])
+        n_groups, wp = len(prefixes), int(lengths.max())
+        first_scored = [min(len(r.context_ids) - 1 for r in members) for _, members in chunk]
+        keep = max(1, max(int(lengths[g]) - first_scored[g] for g in range(n_groups)))
+        keep = min(keep, wp)
+        ids = torch.zeros((n_groups, wp), dtype=torch.long)
+        mask = torch.zeros((n_groups, wp), dtype=torch.long)
+        for g, prefix in enumerate(prefixes):
+            ids[g, wp - len(prefix) :] = torch.tensor(prefix)
+            mask[g, wp - len(prefix) :] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        kwargs = {"logits_to_keep": keep} if self._supports_logits_to_keep else {}
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **kwargs)
+        prefix_lp = torch.log_softmax(out.logits[:, -keep:].float(), dim=-1)  # [G, K, V]
+
+        members = [(g, r) for g, (_, group) in enumerate(chunk) for r in group]
+        fed = [self._fed(r) for _, r in members]
+        with_suffix = [m for m, (g, _) in enumerate(members) if len(fed[m]) > int(lengths[g])]
+        suffix_lp, suffix_row = None, {}
+        if with_suffix:
+            ws = max(len(fed[m]) - int(lengths[members[m][0]]) for m in with_suffix)
+            s_ids = torch.zeros((len(with_suffix), ws), dtype=torch.long)
+            s_mask = torch.zeros((len(with_suffix), ws), dtype=torch.long)
+            owner = torch.tensor([members[m][0] for m in with_suffix])
+            for row, m in enumerate(with_suffix):
+                suffix = fed[m][int(lengths[members[m][0]]) :]
+                s_ids[row, : len(suffix)] = torch.tensor(suffix)
+                s_mask[row, : len(suffix)] = 1
+                suffix_row[m] = row
             cache = out.past_key_values
-            cache.reorder_cache(owner)  # KV of each row's own context: [R, heads, Lc, head_dim]
-            attention = torch.cat([ctx_mask[owner], cont_mask], dim=1)  # [R, Lc + W]
-            lengths = ctx_mask.sum(-1)[owner]  # [R]
-            positions = lengths[:, None] + torch.arange(width)[None, :]  # [R, W]
-            logits = self.model(
-                input_ids=cont_ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
-                use_cache=True,
-            ).logits  # [R, W, V]
-            later_logprobs = torch.log_softmax(logits.float(), dim=-1)
-        # per row: the first token from its context's last logits, the rest from the continuation pass;
-        # assembled right-aligned into [R, K, V] with K = max(len(cont))
-        n_conts = torch.tensor([len(r.continuation_ids) for _, r in rows])
-        keep = int(n_conts.max())
-        owner = torch.tensor([g for g, _ in rows])
-        vocab = first_logprobs.shape[-1]
-        stacked = torch.zeros((len(rows), keep, vocab))
-        targets = torch.zeros((len(rows), keep), dtype=torch.long)
-        for b, (_, r) in enumerate(rows):
-            n = len(r.continuation_ids)
-            stacked[b, keep - n] = first_logprobs[owner[b]]
-            if n > 1:
-                stacked[b, keep - n + 1 :] = later_logprobs[b, : n - 1]
-            targets[b, keep - n :] = torch.tensor(r.continuation_ids, dtype=torch.long)
-        return self._gather_scores(stacked, targets, n_conts, normalised=True)
+            cache.reorder_cache(owner)  # each row's own prefix KV: [R, heads, Wp, head_dim]
+            attention = torch.cat([mask[owner], s_mask], dim=1)  # [R, Wp + Ws]
+            positions = lengths[owner][:, None] + torch.arange(ws)[None, :]  # [R, Ws]
+            logits = self.model(input_ids=s_ids, attention_mask=attention, position_ids=positions,
+                                past_key_values=cache, use_cache=True).logits  # [R, Ws, V]
+            suffix_lp = torch.log_softmax(logits.float(), dim=-1)
+
+        # gather every continuation token's log-prob from the pass that predicted it
+        p_idx, s_idx, p_owner, s_owner = [], [], [], []
+        for m, (g, r) in enumerate(members):
+            length = int(lengths[g])
+            full = r.context_ids + r.continuation_ids
+            for k in range(len(r.context_ids), len(full)):  # token k is predicted at fed position k - 1
+                q = k - 1
+                if q < length:
+                    p_idx.append((g, keep - length + q, full[k]))
+                    p_owner.append(m)
+                else:
+                    s_idx.append((suffix_row[m], q - length, full[k]))
+                    s_owner.append(m)
+        totals = torch.zeros(len(members), dtype=torch.float64)
+        misses = torch.zeros(len(members), dtype=torch.long)
+        for table, index, owners in ((prefix_lp, p_idx, p_owner), (suffix_lp, s_idx, s_owner)):
+            if not index:
+                continue
+            a, b, t = (torch.tensor(col) for col in zip(*index))
+            values = table[a, b, t].double()
+            wrong = (table[a, b].argmax(-1) != t).long()
+            owner_t = torch.tensor(owners)
+            totals.index_add_(0, owner_t, values)
+            misses.index_add_(0, owner_t, wrong)
+        return [
+            Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0)) for m, (_, r) in enumerate(members)
+        ]
 
     def _fed_length(self, r: TokenRequest) -> int:
         return min(len(r.context_ids) + len(r.continuation_ids) - 1, self.max_length)
