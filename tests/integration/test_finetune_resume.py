@@ -98,3 +98,17 @@ def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     manifest = json.loads((workspace / "run_out" / "variant.json").read_text())
     assert manifest["base"] == "models/base" and manifest["method"] == "lora"
     assert manifest["hyperparameters"]["r"] == 16 and manifest["global_step"] == 6
+
+
+def test_finetune_runs_under_accelerate_launch(workspace):
+    """The multi-GPU path: the same training code under `accelerate launch` (1 CPU process here)."""
+    launcher = Path(sys.executable).with_name("accelerate")
+    script = workspace / "train_script.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    args = [str(launcher), "launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(workspace / "base"),
+            str(workspace / "gbem.parquet"), str(workspace / "acc_out"), str(workspace / "acc_ckpt"), "0"]
+    proc = subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = _result(proc)
+    assert result["global_step"] == 6 and result["resumed_from"] is None
+    assert (workspace / "acc_out" / "adapter_model.safetensors").is_file()

@@ -1,5 +1,6 @@
-"""Two worker processes sharing one journal study complete exactly ``n_trials`` trials between them:
-unique numbers and parameters, none lost, none run twice."""
+"""Two worker processes sharing one study complete exactly ``n_trials`` trials between them:
+unique numbers and parameters, none lost, none run twice. Run against both storages workers can
+share: the journal file (default) and an RDB URL (SQLite here; PostgreSQL in docker-compose.yml)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ frame = pd.read_parquet(root / "gbem.parquet")
 (root / f"ready-{worker}").touch()
 while len(list(root.glob("ready-*"))) < 2:  # start together, so the workers really compete
     time.sleep(0.05)
-cfg = TuneConfig(n_trials=int(sys.argv[3]), storage="journal:tune/study.journal", trial_max_steps=1,
+cfg = TuneConfig(n_trials=int(sys.argv[3]), storage=sys.argv[4], trial_max_steps=1,
                  objective="logprob", output_dir="tune")
 result = tune(root / "base", frame, cfg, LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1), root=root)
 print("RESULT " + json.dumps({"ran": result.ran_here, "study": result.study_name}))
@@ -47,14 +48,16 @@ def workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer) -> Path:
     return tmp_path
 
 
-def test_two_workers_complete_exactly_n_trials(workspace):
+@pytest.mark.parametrize("storage", ["journal:tune/study.journal", "sqlite:///{root}/study.db"])
+def test_two_workers_complete_exactly_n_trials(workspace, storage):
     import optuna
     from optuna.trial import TrialState
 
     from biaslab.mitigation.tune import make_storage
 
+    storage = storage.format(root=workspace)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(i), str(N_TRIALS)], env=env,
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(i), str(N_TRIALS), storage], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
     results = []
     for proc in procs:
@@ -64,8 +67,7 @@ def test_two_workers_complete_exactly_n_trials(workspace):
 
     assert results[0]["study"] == results[1]["study"]
     ran = results[0]["ran"] + results[1]["ran"]
-    study = optuna.load_study(study_name=results[0]["study"], storage=make_storage("journal:tune/study.journal",
-                                                                                  workspace))
+    study = optuna.load_study(study_name=results[0]["study"], storage=make_storage(storage, workspace))
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(complete) == N_TRIALS  # exactly the target: none lost, none extra
     assert sorted(ran) == sorted(t.number for t in complete)  # each trial run by exactly one worker
