@@ -157,7 +157,12 @@ def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_pref
         return MaskedScorer(loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
     from biaslab.scoring.causal import CausalScorer
 
+    cache = None
+    if getattr(scoring_cfg, "cache_dir", None):
+        from biaslab.scoring.cache import ScoreCache
+
+        cache = ScoreCache(scoring_cfg.cache_dir, loaded.fingerprint)
     return CausalScorer(
         loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
-        prompt_prefix=prompt_prefix,
+        prompt_prefix=prompt_prefix, cache=cache,
     )

@@ -68,6 +68,7 @@ class CausalScorer:
     prompt_prefix: str = ""
     share_prefixes: bool = True
     min_shared_fraction: float = 0.5
+    cache: object | None = None  # biaslab.scoring.cache.ScoreCache, keyed by this model's fingerprint
     kind: str = field(default="causal", init=False)
 
     def __post_init__(self) -> None:
@@ -85,7 +86,7 @@ class CausalScorer:
         """The same model with an instruction prepended to every request (prompt debiasing)."""
         return CausalScorer(
             self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix,
-            self.share_prefixes, self.min_shared_fraction,
+            self.share_prefixes, self.min_shared_fraction, self.cache,
         )
 
     # ------------------------------------------------------------------ scoring
@@ -95,10 +96,27 @@ class CausalScorer:
         return self.loglikelihood_tokens(encode_requests(self.tokenizer, requests), desc=desc)
 
     def loglikelihood_tokens(self, requests: Sequence[TokenRequest], desc: str | None = None) -> list[Score]:
-        """Score pre-tokenised requests; results come back in input order."""
+        """Score pre-tokenised requests; results come back in input order.
+
+        With a :class:`~biaslab.scoring.cache.ScoreCache` (``scoring.cache_dir``), requests this model
+        (same fingerprint) has scored before are read back instead of recomputed.
+        """
         for i, r in enumerate(requests):
             if not r.context_ids or not r.continuation_ids:
                 raise ValueError(f"request {i}: context and continuation must both be non-empty token lists")
+        if self.cache is None:
+            return self._compute(requests, desc)
+        keys = [self.cache.key(r) for r in requests]
+        known = self.cache.get_many(sorted(set(keys)))
+        todo = {k: r for k, r in zip(keys, requests) if k not in known}
+        if todo:
+            fresh = self._compute(list(todo.values()), desc)
+            computed = dict(zip(todo, fresh))
+            self.cache.put_many(computed)
+            known.update(computed)
+        return [known[k] for k in keys]
+
+    def _compute(self, requests: Sequence[TokenRequest], desc: str | None) -> list[Score]:
         results: list[Score | None] = [None] * len(requests)
         shared, single = self._split_shared(requests)
         order = sorted(single, key=lambda i: -self._fed_length(requests[i]))
