@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import pandas as pd
@@ -58,3 +59,15 @@ def check_options(benchmark: str, options: dict[str, Any], allowed: dict[str, An
             f"allowed: {sorted(allowed)}"
         )
     return {**allowed, **options}
+
+
+def read_prepared_table(prepared_dir: Path, name: str, required: Sequence[str]) -> pd.DataFrame:
+    """Read ``<prepared_dir>/<name>.parquet`` and check it has the ``required`` columns (named in the error)."""
+    path = Path(prepared_dir) / f"{name}.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; run the `prepare` stage first")
+    frame = pd.read_parquet(path)
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing} (see docs/prepared_schema.md)")
+    return frame

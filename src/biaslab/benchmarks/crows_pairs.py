@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table
 from biaslab.benchmarks.pair_preference import score_pairs, share_metric
 from biaslab.metrics.values import MetricValue
 
@@ -45,13 +45,7 @@ REQUIRED_COLUMNS = ("pair_id", "sent_more", "sent_less", "stereo_antistereo", "b
 
 
 def load_pairs(prepared_dir: Path, drop_duplicates: bool) -> pd.DataFrame:
-    path = Path(prepared_dir) / "crows_pairs.parquet"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run the `prepare` stage first")
-    frame = pd.read_parquet(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing} (see docs/prepared_schema.md)")
+    frame = read_prepared_table(prepared_dir, "crows_pairs", REQUIRED_COLUMNS)
     if drop_duplicates:
         frame = frame[~frame["is_duplicate"].astype(bool)]
     return frame.reset_index(drop=True)

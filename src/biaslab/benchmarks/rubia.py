@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table
 from biaslab.benchmarks.pair_preference import NORMALIZATIONS, score_pairs, share_metric
 
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -45,13 +45,7 @@ REQUIRED_COLUMNS = ("pair_id", "pro", "anti", "domain", "subdomain", "is_duplica
 
 
 def load_pairs(prepared_dir: Path) -> pd.DataFrame:
-    path = Path(prepared_dir) / "rubia.parquet"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run the `prepare` stage first")
-    frame = pd.read_parquet(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing} (see docs/prepared_schema.md)")
+    frame = read_prepared_table(prepared_dir, "rubia", REQUIRED_COLUMNS)
     return frame.reset_index(drop=True)
 
 
