@@ -7,33 +7,50 @@ edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow r
 """
 
 import argparse
+import sys
 
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
-from biaslab.mitigation.embedding.fit import fit_embedding_variant, report_metrics
-from biaslab.models import fingerprint_dir, load_model
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--variant", required=True)
-parser.add_argument("--params", default="params.yaml")
-args = parser.parse_args()
-params = load_params(args.params)
-variant, cfg = params.variant(args.variant), params.embedding_debias
-if variant.method != "embedding" or variant.embedding_mode is None:
-    raise ConfigError(f"variants.{args.variant}: needs method: embedding and embedding_mode: soft|hard")
-base = load_model(params.model.output_dir, kind=params.model.kind, allow_pickle=params.model.allow_pickle,
-                  trust_remote_code=params.model.trust_remote_code)
-tracking.configure(params.tracking)
-with tracking.stage_run("edit_embeddings", variant=args.variant, tags={"base_fingerprint": base.fingerprint}) as run:
-    tracking.log_params({"embedding_debias": cfg.model_dump(), "variant": variant.model_dump()})
-    report = fit_embedding_variant(model=base.model, tokenizer=base.tokenizer, cfg=cfg, mode=variant.embedding_mode,
-                                   apply=variant.embedding_apply, prepared_dir=params.data.prepared_dir,
-                                   out_dir=variant.model_dir, base_dir=params.model.output_dir)
-    for name, value in report_metrics(report).items():
-        tracking.log_metric(name, value)
-    tracking.log_dict(report, "edit_report.json")
-    fingerprint = fingerprint_dir(variant.model_dir)
-    tracking.set_tags({"model_fingerprint": fingerprint})
-    run_id = run.info.run_id
-tracking.write_run_json(f"runs/edit_embeddings_{args.variant}.json", run_id=run_id, variant=args.variant,
-                        model_dir=variant.model_dir, model_fingerprint=fingerprint, stage="edit_embeddings")
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", required=True)
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args()
+    try:
+        run(args.variant, args.params)
+    except Exception as exc:  # the message names the file/key; the traceback is noise for users
+        print(f"edit_embeddings@{args.variant}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(variant_name: str, params_path: str) -> None:
+    from biaslab.mitigation.embedding.fit import fit_embedding_variant, report_metrics
+    from biaslab.models import fingerprint_dir, load_model
+
+    params = load_params(params_path)
+    variant, cfg = params.variant(variant_name), params.embedding_debias
+    if variant.method != "embedding" or variant.embedding_mode is None:
+        raise ConfigError(f"variants.{variant_name}: needs method: embedding and embedding_mode: soft|hard")
+    base = load_model(params.model.output_dir, kind=params.model.kind, allow_pickle=params.model.allow_pickle,
+                      trust_remote_code=params.model.trust_remote_code)
+    tracking.configure(params.tracking)
+    with tracking.stage_run("edit_embeddings", variant=variant_name, tags={"base_fingerprint": base.fingerprint}) as r:
+        tracking.log_params({"embedding_debias": cfg.model_dump(), "variant": variant.model_dump()})
+        report = fit_embedding_variant(model=base.model, tokenizer=base.tokenizer, cfg=cfg, mode=variant.embedding_mode,
+                                       apply=variant.embedding_apply, prepared_dir=params.data.prepared_dir,
+                                       out_dir=variant.model_dir, base_dir=params.model.output_dir)
+        for name, value in report_metrics(report).items():
+            tracking.log_metric(name, value)
+        tracking.log_dict(report, "edit_report.json")
+        fingerprint = fingerprint_dir(variant.model_dir)
+        tracking.set_tags({"model_fingerprint": fingerprint})
+        run_id = r.info.run_id
+    tracking.write_run_json(f"runs/edit_embeddings_{variant_name}.json", run_id=run_id, variant=variant_name,
+                            model_dir=variant.model_dir, model_fingerprint=fingerprint, stage="edit_embeddings")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -46,3 +46,25 @@ def test_variant_model_not_built(workdir, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "models/soft" in err and "dvc repro" in err
     assert not (workdir / "metrics" / "soft.json").exists()
+
+
+STAGES = [
+    ("pipelines/prepare.py", []),
+    ("pipelines/base_model.py", []),
+    ("pipelines/edit_embeddings.py", ["--variant", "soft"]),
+    ("pipelines/tune.py", []),
+    ("pipelines/finetune.py", []),
+    ("pipelines/evaluate_variant.py", ["--variant", "base"]),
+    ("pipelines/register.py", []),
+    ("pipelines/report.py", []),
+]
+
+
+@pytest.mark.parametrize("script,args", STAGES, ids=[Path(s).stem for s, _ in STAGES])
+def test_every_stage_names_a_mistyped_params_key_and_writes_nothing(workdir, monkeypatch, capsys, script, args):
+    text = (workdir / "params.yaml").read_text().replace("  learning_rate: 0.00025", "  lerning_rate: 0.00025")
+    (workdir / "params.yaml").write_text(text)
+    assert run_stage(script, args, monkeypatch) == 1
+    assert "lora.lerning_rate" in capsys.readouterr().err
+    for output in ("data", "models", "metrics", "runs", "reports"):
+        assert not (workdir / output).exists(), f"{script} left {output}/ behind"
