@@ -174,3 +174,32 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
     assert not (root / "runs" / "evaluate_slow.json").exists()
     _, runs = _mlflow_runs(root, "slow")
     assert all(r.info.status != "FINISHED" for r in runs)
+
+
+def test_a_masked_lm_variant_evaluates_end_to_end(project, monkeypatch):
+    """BERT-style models work through the same stage: generative benchmarks are skipped with a reason."""
+    import sys
+
+    from transformers import BertConfig, BertForMaskedLM
+
+    from biaslab.evaluation import evaluate_variant
+
+    sys.path.insert(0, str(ROOT / "tests" / "unit"))
+    from test_masked_scoring import build_tiny_bert
+
+    root, params = project
+    monkeypatch.chdir(root)
+    _, tokenizer = build_tiny_bert()
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=512))
+    model.save_pretrained(root / "models" / "bert")
+    tokenizer.save_pretrained(root / "models" / "bert")
+    raw = params.model_dump()
+    raw["variants"]["bert"] = {"method": "none", "model_dir": "models/bert"}
+    with pytest.warns(UserWarning):
+        metrics = evaluate_variant(Params.model_validate(raw), "bert", root)
+    benchmarks = {name.split("/")[0] for name in metrics}
+    assert {"rubia", "crows_pairs", "cloze_gender"} <= benchmarks
+    assert not benchmarks & {"gbem_ua", "occugender"}  # skipped, with the reason in the tables
+    skipped = {p.name for p in (root / "reports" / "tables" / "bert").iterdir()}
+    assert {"gbem_ua__gbem_ua_skipped.csv", "occugender__occugender_skipped.csv"} <= skipped

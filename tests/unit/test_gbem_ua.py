@@ -307,3 +307,14 @@ def test_masked_lm_is_refused():
     lm.kind = "masked"
     with pytest.raises(ValueError, match="causal"):
         evaluate_gbem_ua(lm, frame, {}, CTX)
+
+
+def test_masked_lm_is_skipped_with_a_reason_not_a_crash(tmp_path):
+    class Masked:
+        kind = "masked"
+
+    from biaslab.benchmarks.gbem_ua import BENCHMARK
+
+    with pytest.warns(UserWarning, match="causal LM"):
+        result = BENCHMARK.run(Masked(), tmp_path, {}, EvalContext(bootstrap_samples=0, progress=False))
+    assert result.metrics == {} and "gbem_ua_skipped" in result.tables

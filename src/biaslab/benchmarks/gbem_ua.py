@@ -46,6 +46,7 @@ generations; probability-set token requests are built from the same
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,11 @@ class GbemUaBenchmark:
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+        kind = getattr(lm, "kind", "causal")
+        if kind != "causal":  # like OccuGender: an all-benchmark run on BERT completes, with the reason logged
+            reason = f"gbem_ua needs generated / next-token answers (a causal LM); model kind is {kind!r}: skipped"
+            warnings.warn(reason, stacklevel=2)
+            return BenchmarkResult(metrics={}, tables={"gbem_ua_skipped": pd.DataFrame({"reason": [reason]})})
         frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["split"], opts["source_file"])
         return evaluate_gbem_ua(lm, frame, opts, ctx)
 
