@@ -56,6 +56,10 @@ def test_two_workers_complete_exactly_n_trials(workspace, storage):
     from biaslab.mitigation.tune import make_storage
 
     storage = storage.format(root=workspace)
+    if not storage.startswith("journal:"):
+        # an RDB schema is created once before workers start (as `optuna create-study` does in production);
+        # two processes creating it at the same instant race on alembic's version row
+        make_storage(storage, workspace)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(i), str(N_TRIALS), storage], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
