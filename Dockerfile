@@ -19,7 +19,8 @@ COPY pyproject.toml requirements.lock README.md ./
 # torch: pass the PyTorch CPU wheel index as TORCH_INDEX_URL to avoid the multi-GB CUDA build
 ARG TORCH_INDEX_URL=""
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.13.0 \
- && grep -v '^torch==' requirements.lock > /tmp/req.txt && pip install -r /tmp/req.txt
+ && grep -v '^torch==' requirements.lock > requirements.notorch.txt \
+ && pip install -r requirements.notorch.txt && rm requirements.notorch.txt
 COPY . .
 RUN pip install --no-deps -e . \
  && (git rev-parse --git-dir >/dev/null 2>&1 || (git init -q && git add -A && git -c user.email=docker@biaslab -c user.name=docker commit -qm image)) \
