@@ -14,6 +14,7 @@ import sys
 
 from biaslab.config import load_params
 from biaslab.pretrain.stage import run_base_model
+from biaslab.stage_entry import run_stage
 
 
 def main() -> int:
@@ -21,14 +22,13 @@ def main() -> int:
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     args = parser.parse_args()
-    try:
-        summary = run_base_model(load_params(args.params), progress=not args.no_progress)
-    except Exception as exc:  # the message names the file/key; the traceback is noise for users
-        print(f"base_model: error: {exc}", file=sys.stderr)
-        return 1
+    return run_stage("base_model", lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> None:
+    summary = run_base_model(load_params(args.params), progress=not args.no_progress)
     keys = ("steps", "stopped_by", "minutes", "val_ppl", "unigram_ppl", "source")
     print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

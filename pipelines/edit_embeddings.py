@@ -11,6 +11,7 @@ import sys
 
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
+from biaslab.stage_entry import run_stage
 
 
 def main() -> int:
@@ -18,12 +19,7 @@ def main() -> int:
     parser.add_argument("--variant", required=True)
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
-    try:
-        run(args.variant, args.params)
-    except Exception as exc:  # the message names the file/key; the traceback is noise for users
-        print(f"edit_embeddings@{args.variant}: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return run_stage(f"edit_embeddings@{args.variant}", lambda: run(args.variant, args.params))
 
 
 def run(variant_name: str, params_path: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from biaslab.config import load_params
 from biaslab.evaluation import evaluate_variant
+from biaslab.stage_entry import run_stage
 
 
 def main() -> int:
@@ -18,13 +19,12 @@ def main() -> int:
     parser.add_argument("--variant", required=True, help="a variant name from params.yaml `variants`")
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
-    try:
-        metrics = evaluate_variant(load_params(args.params), args.variant, Path("."))
-    except Exception as exc:  # the message names file/row/key; the traceback is noise for users
-        print(f"evaluate@{args.variant}: error: {exc}", file=sys.stderr)
-        return 1
+    return run_stage(f"evaluate@{args.variant}", lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> None:
+    metrics = evaluate_variant(load_params(args.params), args.variant, Path("."))
     print(f"evaluate@{args.variant}: {len(metrics)} metrics -> metrics/{args.variant}.json")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pandas as pd
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
+from biaslab.stage_entry import run_stage
 
 RUN_FILE = Path("runs/finetune.json")
 
@@ -23,41 +24,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
-    try:
-        from biaslab.evaluation import set_threads
-        from biaslab.mitigation.lora import finetune, hyperparameters, tuned_overrides, with_overrides
-        from biaslab.models import fingerprint_dir
+    return run_stage("finetune", lambda: run(args))
 
-        params = load_params(args.params)
-        remove_outputs(RUN_FILE)
-        cfg = params.lora
-        overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
-        cfg = with_overrides(cfg, overrides)
-        variant = params.variant("lora")
-        frame = pd.read_parquet(Path(params.data.prepared_dir) / "gbem_ua.parquet")
-        set_threads(params.scoring.num_threads)
-        tracking.configure(params.tracking)
-        tags = {"method": "lora", "base_fingerprint": fingerprint_dir(params.model.output_dir),
-                "tuned": bool(overrides)}
-        with tracking.stage_run("finetune", variant="lora", tags=tags) as run:
-            tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
-            result = finetune(params.model.output_dir, frame, cfg, variant.model_dir)
-            for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),
-                                ("train_loss", result.train_loss), ("seconds_per_step", result.seconds_per_step)):
-                if value is not None:
-                    tracking.log_metric(f"finetune/{name}", value)
-            tracking.set_tags({"resumed_from": result.resumed_from or "none"})
-            tracking.log_artifact(variant.model_dir, "adapter")
-            tracking.write_run_json(RUN_FILE, run_id=run.info.run_id, model_dir=variant.model_dir,
-                                    fingerprint=fingerprint_dir(variant.model_dir), variant="lora",
-                                    hyperparameters=result.hyperparameters, global_step=result.global_step,
-                                    resumed_from=result.resumed_from)
-    except Exception as exc:  # the message names the file/key; the traceback is noise for users
-        print(f"finetune: error: {exc}", file=sys.stderr)
-        return 1
+
+def run(args: argparse.Namespace) -> None:
+    from biaslab.evaluation import set_threads
+    from biaslab.mitigation.lora import finetune, hyperparameters, tuned_overrides, with_overrides
+    from biaslab.models import fingerprint_dir
+
+    params = load_params(args.params)
+    remove_outputs(RUN_FILE)
+    cfg = params.lora
+    overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
+    cfg = with_overrides(cfg, overrides)
+    variant = params.variant("lora")
+    frame = pd.read_parquet(Path(params.data.prepared_dir) / "gbem_ua.parquet")
+    set_threads(params.scoring.num_threads)
+    tracking.configure(params.tracking)
+    tags = {"method": "lora", "base_fingerprint": fingerprint_dir(params.model.output_dir),
+            "tuned": bool(overrides)}
+    with tracking.stage_run("finetune", variant="lora", tags=tags) as mlflow_run:
+        tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
+        result = finetune(params.model.output_dir, frame, cfg, variant.model_dir)
+        for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),
+                            ("train_loss", result.train_loss), ("seconds_per_step", result.seconds_per_step)):
+            if value is not None:
+                tracking.log_metric(f"finetune/{name}", value)
+        tracking.set_tags({"resumed_from": result.resumed_from or "none"})
+        tracking.log_artifact(variant.model_dir, "adapter")
+        tracking.write_run_json(RUN_FILE, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
+                                fingerprint=fingerprint_dir(variant.model_dir), variant="lora",
+                                hyperparameters=result.hyperparameters, global_step=result.global_step,
+                                resumed_from=result.resumed_from)
     print(f"finetune: {result.global_step} steps on {result.train_examples} examples "
           f"(resumed from {result.resumed_from or 'scratch'}) -> {variant.model_dir}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,25 +15,25 @@ from biaslab import tracking
 from biaslab.config import ConfigError, load_params
 from biaslab.data import DataError
 from biaslab.data.prepare import REPORT_FILE, prepare
+from biaslab.stage_entry import FAILED_MESSAGE, run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
     args = parser.parse_args(argv)
-    try:
-        params = load_params(args.params)
-        report = prepare(params)
-    except (ConfigError, DataError) as exc:
-        print(f"prepare failed: {exc}", file=sys.stderr)
-        return 1
+    return run_stage("prepare", lambda: run(args), expected=(ConfigError, DataError), message=FAILED_MESSAGE)
+
+
+def run(args: argparse.Namespace) -> None:
+    params = load_params(args.params)
+    report = prepare(params)
     tracking.configure(params.tracking)
     with tracking.stage_run("prepare"):
         tracking.log_params({"data": params.data.model_dump()})
         tracking.log_dict(report, REPORT_FILE)
     print(f"prepared {sum(report['tables'].values())} rows in {len(report['tables'])} tables "
           f"-> {params.data.prepared_dir}")
-    return 0
 
 
 if __name__ == "__main__":

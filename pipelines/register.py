@@ -17,6 +17,7 @@ import sys
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
 from biaslab.registry import FLAVORS, REGISTER_JSON, RegistryError, register_variants, write_register_json
+from biaslab.stage_entry import FAILED_MESSAGE, run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,18 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flavor", choices=FLAVORS, default="transformers", help="how full models are logged")
     parser.add_argument("--metrics-dir", default="metrics")
     args = parser.parse_args(argv)
-    try:
-        params = load_params(args.params)
-        tracking.configure(params.tracking)
-        result = register_variants(params, ".", metrics_dir=args.metrics_dir, flavor=args.flavor)
-    except (ConfigError, RegistryError) as exc:
-        print(f"register failed: {exc}", file=sys.stderr)
-        return 1
+    return run_stage("register", lambda: run(args), expected=(ConfigError, RegistryError), message=FAILED_MESSAGE)
+
+
+def run(args: argparse.Namespace) -> None:
+    params = load_params(args.params)
+    tracking.configure(params.tracking)
+    result = register_variants(params, ".", metrics_dir=args.metrics_dir, flavor=args.flavor)
     write_register_json(result, params.registry.model_name, REGISTER_JSON)
     for name, reg in result.items():
         print(f"  {name:<10} version {reg.version:<4} {'(unchanged, reused)' if reg.reused else '(new)'}")
     print(f"registered {len(result)} variants of {params.registry.model_name} -> {REGISTER_JSON}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 from biaslab.config import ConfigError, load_params
 from biaslab.registry import RegistryError
 from biaslab.report import DEFAULT_ACCURACY, DEFAULT_BIAS, write_report
+from biaslab.stage_entry import FAILED_MESSAGE, run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,13 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accuracy", default=DEFAULT_ACCURACY, help="x axis of the bias-vs-accuracy plot")
     parser.add_argument("--bias", default=DEFAULT_BIAS, help="y axis of the bias-vs-accuracy plot")
     args = parser.parse_args(argv)
-    try:
-        files = write_report(load_params(args.params), ".", accuracy=args.accuracy, bias=args.bias)
-    except (ConfigError, RegistryError) as exc:
-        print(f"report failed: {exc}", file=sys.stderr)
-        return 1
+    return run_stage("report", lambda: run(args), expected=(ConfigError, RegistryError), message=FAILED_MESSAGE)
+
+
+def run(args: argparse.Namespace) -> None:
+    files = write_report(load_params(args.params), ".", accuracy=args.accuracy, bias=args.bias)
     print(f"report -> {files.report_md}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pandas as pd
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
+from biaslab.stage_entry import run_stage
 
 RUN_FILE = Path("runs/tune.json")
 
@@ -26,37 +27,36 @@ def main() -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--no-track", action="store_true", help="worker mode: no MLflow runs, no runs/tune.json")
     args = parser.parse_args()
-    try:
-        from biaslab.evaluation import set_threads
-        from biaslab.mitigation.tune import tune
-        from biaslab.models import fingerprint_dir
+    return run_stage("tune", lambda: run(args))
 
-        params = load_params(args.params)
-        out = Path(params.tune.output_dir)
-        if not args.no_track:
-            remove_outputs(RUN_FILE, out / "best_params.json", out / "pareto_front.png")
-        frame = pd.read_parquet(Path(params.data.prepared_dir) / "gbem_ua.parquet")
-        gbem = params.evaluation.benchmarks.get("gbem_ua")
-        options = dict(gbem.options) if gbem is not None else {}
-        set_threads(params.scoring.num_threads)
-        base = params.model.output_dir
-        if args.no_track:
+
+def run(args: argparse.Namespace) -> None:
+    from biaslab.evaluation import set_threads
+    from biaslab.mitigation.tune import tune
+    from biaslab.models import fingerprint_dir
+
+    params = load_params(args.params)
+    out = Path(params.tune.output_dir)
+    if not args.no_track:
+        remove_outputs(RUN_FILE, out / "best_params.json", out / "pareto_front.png")
+    frame = pd.read_parquet(Path(params.data.prepared_dir) / "gbem_ua.parquet")
+    gbem = params.evaluation.benchmarks.get("gbem_ua")
+    options = dict(gbem.options) if gbem is not None else {}
+    set_threads(params.scoring.num_threads)
+    base = params.model.output_dir
+    if args.no_track:
+        result = tune(base, frame, params.tune, params.lora, options=options)
+    else:
+        tracking.configure(params.tracking)
+        with tracking.stage_run("tune", tags={"base_fingerprint": fingerprint_dir(base)}) as mlflow_run:
+            tracking.log_params({"tune": params.tune.model_dump(mode="json"), "lora": params.lora.model_dump()})
             result = tune(base, frame, params.tune, params.lora, options=options)
-        else:
-            tracking.configure(params.tracking)
-            with tracking.stage_run("tune", tags={"base_fingerprint": fingerprint_dir(base)}) as run:
-                tracking.log_params({"tune": params.tune.model_dump(mode="json"), "lora": params.lora.model_dump()})
-                result = tune(base, frame, params.tune, params.lora, options=options)
-                tracking.write_run_json(RUN_FILE, run_id=run.info.run_id, study_name=result.study_name,
-                                        best_trial=result.best_trial, best_params=result.best_params,
-                                        values=result.values, n_complete=result.n_complete,
-                                        best_params_path=str(result.best_params_path))
-    except Exception as exc:  # the message names the file/key; the traceback is noise for users
-        print(f"tune: error: {exc}", file=sys.stderr)
-        return 1
+            tracking.write_run_json(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
+                                    best_trial=result.best_trial, best_params=result.best_params,
+                                    values=result.values, n_complete=result.n_complete,
+                                    best_params_path=str(result.best_params_path))
     print(f"tune: study {result.study_name}: {result.n_complete} trials complete ({len(result.ran_here)} here); "
           f"best trial {result.best_trial} {result.values} -> {result.best_params_path}")
-    return 0
 
 
 if __name__ == "__main__":
