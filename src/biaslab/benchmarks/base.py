@@ -50,6 +50,16 @@ class Benchmark(Protocol):
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult: ...
 
 
+def skipped_result(benchmark: str, reason: str) -> BenchmarkResult:
+    """The result of a benchmark that cannot run on this model (a causal-LM benchmark on a masked LM).
+
+    No metrics, and one table ``<benchmark>_skipped`` holding the ``reason``, so an all-benchmarks
+    evaluation still completes and the reason lands in ``reports/tables/<variant>/`` next to the
+    other tables. The caller reports the reason too (warning or log), as it sees fit.
+    """
+    return BenchmarkResult(metrics={}, tables={f"{benchmark}_skipped": pd.DataFrame({"reason": [reason]})})
+
+
 def check_options(benchmark: str, options: dict[str, Any], allowed: dict[str, Any]) -> dict[str, Any]:
     """Merge ``options`` over ``allowed`` defaults; an unknown key is an error naming the benchmark."""
     unknown = sorted(set(options) - set(allowed))

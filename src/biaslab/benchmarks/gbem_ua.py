@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.requests import Request, TokenRequest, with_prefix
@@ -99,7 +99,7 @@ class GbemUaBenchmark:
         if kind != "causal":  # like OccuGender: an all-benchmark run on BERT completes, with the reason logged
             reason = f"gbem_ua needs generated / next-token answers (a causal LM); model kind is {kind!r}: skipped"
             warnings.warn(reason, stacklevel=2)
-            return BenchmarkResult(metrics={}, tables={"gbem_ua_skipped": pd.DataFrame({"reason": [reason]})})
+            return skipped_result(NAME, reason)
         frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["split"], opts["source_file"])
         return evaluate_gbem_ua(lm, frame, opts, ctx)
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.requests import Request
@@ -255,7 +255,7 @@ class OccuGender:
         if lm.kind != "causal":
             reason = f"occugender needs next-token probabilities (a causal LM); model kind is {lm.kind!r}: skipped"
             log.warning(reason)
-            return BenchmarkResult(metrics={}, tables={"occugender_skipped": pd.DataFrame({"reason": [reason]})})
+            return skipped_result(self.name, reason)
         jobs, spec = load_inputs(prepared_dir)
         forms = build_requests(jobs, spec, options)
         requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
