@@ -36,8 +36,15 @@ class RemoteFile:
         return RAW_URL.format(repo=self.repo, commit=self.commit, path=self.path)
 
 
-def _files(repo: str, commit: str, entries: dict[str, tuple[str, str]]) -> dict[str, RemoteFile]:
-    return {rel: RemoteFile(repo, commit, path, sha) for rel, (path, sha) in entries.items()}
+def _pinned(source: tuple[str, str], mirror_dir: str, repo_dir: str, sha256: dict[str, str]) -> dict[str, RemoteFile]:
+    """The files of one pinned repository ``source`` (repo, commit), one way for every dataset.
+
+    ``<mirror_dir>/<name>`` in the mirror was copied from ``<repo_dir>/<name>`` (``repo_dir`` empty:
+    the repository root) at that commit; ``sha256`` maps each ``name`` to the digest of its bytes.
+    """
+    repo, commit = source
+    return {f"{mirror_dir}/{name}": RemoteFile(repo, commit, f"{repo_dir}/{name}" if repo_dir else name, sha)
+            for name, sha in sha256.items()}
 
 
 _GBEM = ("Stereotypes-in-LLMs/FairLMs", "6b5187a7b9c7e0e2be39fb60111cbf0c8213a169")
@@ -48,60 +55,47 @@ _WINOGENDER = ("rudinger/winogender-schemas", "1c7f8b481ad8a234b41e9f76a424d6e85
 _GENDERLEX = ("ahmedssabir/GenderLex", "f103c823ae33c1f72a97f7a9993741c08e09ed89")
 
 REMOTE: dict[str, RemoteFile] = {
-    **_files(*_GBEM, {
-        f"gbem_ua/{sub}/{name}": (f"data/{sub}/{name}", sha)
-        for sub, name, sha in [
-            ("acc_dataset", "train_dataset_acc.csv", "946ed5ef495606ae869f9620d18bd2473ba2d67b2b1de3df6843d2bf93a8fa8f"),
-            ("acc_dataset", "test_dataset_acc.csv", "53052e97fabd6119a4e4d0c7714540ccb8571563f35eb7fa2a9daae0263e44fa"),
-            ("prob_dataset", "train_dataset.csv", "5384473ab33c33a1af040455f79ca7c3b9c37f46a4475b783f3abcb9c83a2d01"),
-            ("prob_dataset", "test_dataset.csv", "9515dcc089851630cee0fd9b29b385a02fed7d7af7d8fc5ed7b3610e61914d0e"),
-            ("gender_words", "male-words.csv", "e1a98d4c7174eaf9d779366dd292ef482eec9fbf2c7b57bf55f5886eecf88326"),
-            ("gender_words", "female-words.csv", "cf034305672925f2ba289a5b17e7b8950effea6a7062fcb7425bada56a2595da"),
-        ]
+    **_pinned(_GBEM, "gbem_ua", "data", {
+        "acc_dataset/train_dataset_acc.csv": "946ed5ef495606ae869f9620d18bd2473ba2d67b2b1de3df6843d2bf93a8fa8f",
+        "acc_dataset/test_dataset_acc.csv": "53052e97fabd6119a4e4d0c7714540ccb8571563f35eb7fa2a9daae0263e44fa",
+        "prob_dataset/train_dataset.csv": "5384473ab33c33a1af040455f79ca7c3b9c37f46a4475b783f3abcb9c83a2d01",
+        "prob_dataset/test_dataset.csv": "9515dcc089851630cee0fd9b29b385a02fed7d7af7d8fc5ed7b3610e61914d0e",
+        "gender_words/male-words.csv": "e1a98d4c7174eaf9d779366dd292ef482eec9fbf2c7b57bf55f5886eecf88326",
+        "gender_words/female-words.csv": "cf034305672925f2ba289a5b17e7b8950effea6a7062fcb7425bada56a2595da",
     }),
-    **_files(*_RUBIA, {
-        "rubia/rubia.tsv": ("rubia.tsv", "a2daa5f1c5745214ca377b8971938e6be7e6f409b443a881670f9566a456c373"),
+    **_pinned(_RUBIA, "rubia", "", {
+        "rubia.tsv": "a2daa5f1c5745214ca377b8971938e6be7e6f409b443a881670f9566a456c373",
     }),
-    **_files(*_CROWS, {
-        "crows_pairs/crows_pairs_anonymized.csv": (
-            "data/crows_pairs_anonymized.csv", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c"),
+    **_pinned(_CROWS, "crows_pairs", "data", {
+        "crows_pairs_anonymized.csv": "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
     }),
-    **_files(*_WINOBIAS, {
-        f"winobias/data/{name}": (f"WinoBias/wino/data/{name}", sha)
-        for name, sha in [
-            ("anti_stereotyped_type1.txt.dev", "a4e0ebae344e78b56f657a42e8ae684b9db7747d177c5e7149c0907ebb7f3bf6"),
-            ("anti_stereotyped_type1.txt.test", "331db5bd74bfefebf146a60b67645152a4a1991570d2a56f57154103ac361dd2"),
-            ("anti_stereotyped_type2.txt.dev", "763ad829ad724f9a85ead689ba8ca69072020cb1238def6210f0fc6a47b97e59"),
-            ("anti_stereotyped_type2.txt.test", "336571ac1ea8c06cd2aba8e5dd2bd98e00acc0c48da3e4ec5ec7e54eb2633a8f"),
-            ("pro_stereotyped_type1.txt.dev", "dd55a0d220fe4c0ceb63dd4648223fb4fe1a58d5ad95c116a002ad24b0e292a5"),
-            ("pro_stereotyped_type1.txt.test", "db7838907238a758eeb5779e48f38c013b892910d6fe864456c59f04245c6689"),
-            ("pro_stereotyped_type2.txt.dev", "8f0250de723cea9328e3eaf7169e07936f01aa5909ce7aa580db66eb803f4e86"),
-            ("pro_stereotyped_type2.txt.test", "ea1c1fd94fa612e3cc44d7fa3cc4cb76021bb63fdf94f9826f430051e9052438"),
-            ("female_occupations.txt", "693bff12286c2c1d46c7d4d45a44a631574710c30b39c1a3001bb7bdebb44ed8"),
-            ("male_occupations.txt", "6b82d88847b69d56d207a0c396e9830b031890de585e916e6b4e9bc50672657e"),
-        ]
+    **_pinned(_WINOBIAS, "winobias/data", "WinoBias/wino/data", {
+        "anti_stereotyped_type1.txt.dev": "a4e0ebae344e78b56f657a42e8ae684b9db7747d177c5e7149c0907ebb7f3bf6",
+        "anti_stereotyped_type1.txt.test": "331db5bd74bfefebf146a60b67645152a4a1991570d2a56f57154103ac361dd2",
+        "anti_stereotyped_type2.txt.dev": "763ad829ad724f9a85ead689ba8ca69072020cb1238def6210f0fc6a47b97e59",
+        "anti_stereotyped_type2.txt.test": "336571ac1ea8c06cd2aba8e5dd2bd98e00acc0c48da3e4ec5ec7e54eb2633a8f",
+        "pro_stereotyped_type1.txt.dev": "dd55a0d220fe4c0ceb63dd4648223fb4fe1a58d5ad95c116a002ad24b0e292a5",
+        "pro_stereotyped_type1.txt.test": "db7838907238a758eeb5779e48f38c013b892910d6fe864456c59f04245c6689",
+        "pro_stereotyped_type2.txt.dev": "8f0250de723cea9328e3eaf7169e07936f01aa5909ce7aa580db66eb803f4e86",
+        "pro_stereotyped_type2.txt.test": "ea1c1fd94fa612e3cc44d7fa3cc4cb76021bb63fdf94f9826f430051e9052438",
+        "female_occupations.txt": "693bff12286c2c1d46c7d4d45a44a631574710c30b39c1a3001bb7bdebb44ed8",
+        "male_occupations.txt": "6b82d88847b69d56d207a0c396e9830b031890de585e916e6b4e9bc50672657e",
     }),
-    **_files(*_WINOGENDER, {
-        f"winogender/{name}": (f"data/{name}", sha)
-        for name, sha in [
-            ("all_sentences.tsv", "bd69da16bf228cb8df63fd0843aec2d8b5c36a7f21bf8c7b168bcc83932556c8"),
-            ("templates.tsv", "496f2e2dc77296bcebcdd8865a8dc5715ce22b772de9abb5f531d5b3114c48a0"),
-            ("occupations-stats.tsv", "3f7f37c16381a70571356982ea7fe613ac700ad04a6d3b19b9f2be18248df567"),
-        ]
+    **_pinned(_WINOGENDER, "winogender", "data", {
+        "all_sentences.tsv": "bd69da16bf228cb8df63fd0843aec2d8b5c36a7f21bf8c7b168bcc83932556c8",
+        "templates.tsv": "496f2e2dc77296bcebcdd8865a8dc5715ce22b772de9abb5f531d5b3114c48a0",
+        "occupations-stats.tsv": "3f7f37c16381a70571356982ea7fe613ac700ad04a6d3b19b9f2be18248df567",
     }),
-    **_files(*_GENDERLEX, {
-        f"genderlex/{sub}/{name}": (f"data/Genderlex/{sub}/{name}", sha)
-        for sub, name, sha in [
-            ("All", "GenderLex_verb.csv", "8d7b5a6a8186f610dce3de50c68ae0b10bf0981a122080d3cf8391cfc9820e54"),
-            ("All", "GenderLex_noun.csv", "de0dc686229f32d79b78e43ff595a23528ddf5788a2319cdc5b479ac1ea14a57"),
-            ("All", "GenderLex_occ.csv", "ca7943202c18eaa2e903d6f2938795bdc29e7fdfb91493b9d79ed494e8ea92af"),
-            ("Gender_neutral_SM", "GenderLex_verb_someone.csv", "b5aab041e8bfb83fba8094d48d36142b45695f60cce5326a6abff9792ce09050"),
-            ("Gender_neutral_SM", "GenderLex_noun_someone.csv", "afc4a73cb551635508df22856a41ab13c1702ad055a51285ef4a83af8bd4b17c"),
-            ("Gender_neutral_SM", "GenderLex_occ_someone.csv", "73718da854b4e19ee315050ac6a5b182cf99353b5e319f8525ff64522b70c41e"),
-            ("Gender_neutral_PN", "GenderLex_verb_GN_PN.csv", "409c6ca93e65db0238fa8c01a13ce0efe5eb7f08ba4837ea2207e34b017ce905"),
-            ("Gender_neutral_PN", "GenderLex_noun_GN_PN.csv", "1d9f3f110de11fdcca5423926f18645d899a9cd724c1a43f3b0b69028f71e8f9"),
-            ("Gender_neutral_PN", "GenderLex_occ_GN_PN.csv", "7f2d6f0472aeb3c834a0a5157096562f1392444e0601dc393aa610c576526a15"),
-        ]
+    **_pinned(_GENDERLEX, "genderlex", "data/Genderlex", {
+        "All/GenderLex_verb.csv": "8d7b5a6a8186f610dce3de50c68ae0b10bf0981a122080d3cf8391cfc9820e54",
+        "All/GenderLex_noun.csv": "de0dc686229f32d79b78e43ff595a23528ddf5788a2319cdc5b479ac1ea14a57",
+        "All/GenderLex_occ.csv": "ca7943202c18eaa2e903d6f2938795bdc29e7fdfb91493b9d79ed494e8ea92af",
+        "Gender_neutral_SM/GenderLex_verb_someone.csv": "b5aab041e8bfb83fba8094d48d36142b45695f60cce5326a6abff9792ce09050",
+        "Gender_neutral_SM/GenderLex_noun_someone.csv": "afc4a73cb551635508df22856a41ab13c1702ad055a51285ef4a83af8bd4b17c",
+        "Gender_neutral_SM/GenderLex_occ_someone.csv": "73718da854b4e19ee315050ac6a5b182cf99353b5e319f8525ff64522b70c41e",
+        "Gender_neutral_PN/GenderLex_verb_GN_PN.csv": "409c6ca93e65db0238fa8c01a13ce0efe5eb7f08ba4837ea2207e34b017ce905",
+        "Gender_neutral_PN/GenderLex_noun_GN_PN.csv": "1d9f3f110de11fdcca5423926f18645d899a9cd724c1a43f3b0b69028f71e8f9",
+        "Gender_neutral_PN/GenderLex_occ_GN_PN.csv": "7f2d6f0472aeb3c834a0a5157096562f1392444e0601dc393aa610c576526a15",
     }),
 }
 
