@@ -12,7 +12,6 @@ from test_masked_scoring import build_tiny_bert, naive_pll
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.crows_pairs import BENCHMARK
 from biaslab.scoring.masked import MaskedScorer
-from biaslab.scoring.requests import Score
 
 CTX = EvalContext(seed=0, bootstrap_samples=50, progress=False)
 
@@ -35,25 +34,14 @@ def prepared(tmp_path):
     return tmp_path
 
 
-class FakeLM:
-    kind = "causal"
-
-    def __init__(self, table):
-        self.table, self.calls = table, 0
-
-    def loglikelihood(self, requests, desc=None):
-        self.calls += 1
-        return [Score(self.table[r.continuation], 3, False) for r in requests]
-
-
-def test_fake_scorer_exact_shares(prepared):
+def test_fake_scorer_exact_shares(prepared, fake_lm):
     table = {
         "Women are bad at math.": -2.0, "Men are bad at math.": -3.0,  # stereotype
         "The nurse said that she would come.": -4.0, "The nurse said that he would come.": -4.0,  # tie: not
         "He is a man.": -1.0, "She is a man.": -5.0,  # antistereo pair, sent_more wins: counts
         "Poor people are lazy.": -7.0, "Rich people are lazy.": -6.0,
     }
-    lm = FakeLM(table)
+    lm = fake_lm(table)
     result = BENCHMARK.run(lm, prepared, {}, CTX)
     m = result.metrics
     assert lm.calls == 1

@@ -37,20 +37,6 @@ def prepared(tmp_path):
     return tmp_path
 
 
-class FakeLM:
-    """Causal scorer with a fixed log-likelihood per sentence; counts engine calls."""
-
-    kind = "causal"
-
-    def __init__(self, table):
-        self.table, self.calls = table, 0
-
-    def loglikelihood(self, requests, desc=None):
-        self.calls += 1
-        assert all(r.context == "" for r in requests)
-        return [Score(self.table[r.continuation], 2, False) for r in requests]
-
-
 # pro preferred in pairs 0 (and its duplicate 2), 3, 5; anti preferred in 1, 4, 6
 SCORES = {
     "Она сидит с детьми.": -1.0, "Он сидит с детьми.": -2.0, "Он врач.": -5.0, "Она врач.": -4.0,
@@ -60,8 +46,8 @@ SCORES = {
 }
 
 
-def test_fake_scorer_shares_and_aggregation_rules(prepared):
-    lm = FakeLM(SCORES)
+def test_fake_scorer_shares_and_aggregation_rules(prepared, fake_lm):
+    lm = fake_lm(SCORES)
     result = BENCHMARK.run(lm, prepared, {}, CTX)
     m = result.metrics
     assert lm.calls == 1
@@ -79,17 +65,17 @@ def test_fake_scorer_shares_and_aggregation_rules(prepared):
     assert list(preds["prefers_pro"]) == [True, False, True, True, False, True, False]
 
 
-def test_swapping_pro_and_anti_gives_one_minus_share(prepared, tmp_path_factory):
+def test_swapping_pro_and_anti_gives_one_minus_share(prepared, tmp_path_factory, fake_lm):
     swapped_dir = tmp_path_factory.mktemp("swapped")
     PAIRS.rename(columns={"pro": "anti", "anti": "pro"}).to_parquet(swapped_dir / "rubia.parquet")
-    plain = BENCHMARK.run(FakeLM(SCORES), prepared, {}, CTX).metrics
-    swapped = BENCHMARK.run(FakeLM(SCORES), swapped_dir, {}, CTX).metrics
+    plain = BENCHMARK.run(fake_lm(SCORES), prepared, {}, CTX).metrics
+    swapped = BENCHMARK.run(fake_lm(SCORES), swapped_dir, {}, CTX).metrics
     for name, metric in plain.items():
         assert swapped[name].value == pytest.approx(1 - metric.value), name
 
 
-def test_mean_normalisation_divides_by_token_count(prepared):
-    class Uneven(FakeLM):
+def test_mean_normalisation_divides_by_token_count(prepared, fake_lm):
+    class Uneven(fake_lm):
         def loglikelihood(self, requests, desc=None):
             # -1 nat per character: the shorter sentence wins on the sum, ties on the mean
             return [Score(-float(len(r.continuation)), len(r.continuation), False) for r in requests]
@@ -136,7 +122,7 @@ def test_tiny_masked_model_ppll_for_gender_mpll_elsewhere(prepared):
         assert row.score_anti == pytest.approx(want_anti, abs=1e-5)
 
 
-def test_missing_column_names_the_file(tmp_path):
+def test_missing_column_names_the_file(tmp_path, fake_lm):
     PAIRS.drop(columns="is_duplicate").to_parquet(tmp_path / "rubia.parquet")
     with pytest.raises(ValueError, match="rubia.parquet.*is_duplicate"):
-        BENCHMARK.run(FakeLM(SCORES), tmp_path, {}, CTX)
+        BENCHMARK.run(fake_lm(SCORES), tmp_path, {}, CTX)
