@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from workspace import write_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -64,15 +64,8 @@ def _adapter(path: Path) -> dict:
 
 @pytest.fixture()
 def workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer) -> Path:
-    tiny_causal_model.save_pretrained(tmp_path / "base")
-    tiny_tokenizer.save_pretrained(tmp_path / "base")
-    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
-    professions = sorted(raw["profession"].unique())[:6]
-    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
-    df["item_id"] = [f"train:{i}" for i in range(len(df))]
-    df["split"] = df["profession"].map({p: "finetune" if i < 4 else "validation" for i, p in enumerate(professions)})
-    df.to_parquet(tmp_path / "gbem.parquet")
-    return tmp_path
+    splits = ["finetune"] * 4 + ["validation"] * 2
+    return write_workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer, splits)
 
 
 def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupted_run(workspace):
