@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from workspace import write_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -37,15 +37,8 @@ print("RESULT " + json.dumps({"ran": result.ran_here, "study": result.study_name
 
 @pytest.fixture()
 def workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer) -> Path:
-    tiny_causal_model.save_pretrained(tmp_path / "base")
-    tiny_tokenizer.save_pretrained(tmp_path / "base")
-    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
-    professions = sorted(raw["profession"].unique())[:4]
-    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
-    df["item_id"] = [f"train:{i}" for i in range(len(df))]
-    df["split"] = df["profession"].map({p: "validation" if i == 0 else "finetune" for i, p in enumerate(professions)})
-    df.to_parquet(tmp_path / "gbem.parquet")
-    return tmp_path
+    splits = ["validation"] + ["finetune"] * 3
+    return write_workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer, splits)
 
 
 @pytest.mark.parametrize("storage", ["journal:tune/study.journal", "sqlite:///{root}/study.db"])
