@@ -138,9 +138,54 @@ GBEM_LIKE = [
 @pytest.mark.parametrize("budget", [8, 64, 16384])
 def test_shared_token_prefixes_of_sentences_equal_naive_loop(tiny_causal_model, tiny_tokenizer, budget):
     scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, max_batch_tokens=budget)
-    shared, _ = scorer._split_shared([encode_request(tiny_tokenizer, r) for r in GBEM_LIKE])
-    assert shared, "sentences with a long common prefix should share it"
+    groups = scorer._group([encode_request(tiny_tokenizer, r) for r in GBEM_LIKE])
+    assert any(len(members) > 1 for _, members in groups), "sentences with a long common prefix should share it"
     for request, score in zip(GBEM_LIKE, scorer.loglikelihood(GBEM_LIKE)):
         expected, greedy = naive_loglikelihood(tiny_causal_model, tiny_tokenizer, request)
         assert score.logprob == pytest.approx(expected, abs=1e-5), request
         assert score.is_greedy == greedy
+
+
+def test_long_requests_are_left_truncated_to_the_window(tiny_causal_model, tiny_tokenizer):
+    """Past ``max_length`` fed tokens the context loses its oldest tokens, exactly as the harness does."""
+    window = 6
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, max_length=window)
+    fitting = [r for r in SHARED if len(encode_request(tiny_tokenizer, r).continuation_ids) <= window]
+    assert any(len(encode_request(tiny_tokenizer, r).context_ids) > window for r in fitting)
+    for request, score in zip(fitting, scorer.loglikelihood(fitting)):
+        tr = encode_request(tiny_tokenizer, request)
+        whole = (list(tr.context_ids) + list(tr.continuation_ids))[-(window + 1):]
+        with torch.no_grad():
+            logprobs = torch.log_softmax(tiny_causal_model(torch.tensor([whole[:-1]])).logits[0].float(), -1)
+        n = len(tr.continuation_ids)
+        expected = sum(float(logprobs[len(whole) - 1 - n + j, t]) for j, t in enumerate(tr.continuation_ids))
+        assert score.logprob == pytest.approx(expected, abs=1e-5), request
+
+
+def test_continuation_longer_than_the_window_is_refused(tiny_causal_model, tiny_tokenizer):
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, max_length=3)
+    with pytest.raises(ValueError, match="request 0: its continuation alone has .* window of 3"):
+        scorer.loglikelihood([Request("He is a", " man. She is a woman. They are people.")])
+
+
+def test_prompts_sharing_only_an_instruction_group_by_prompt(tiny_causal_model, tiny_tokenizer):
+    """OccuGender shape: a long debiasing instruction, then a job, then ~many forms. Each prompt's forms
+    share the whole prompt; merging two prompts on the instruction alone would re-run each prompt's
+    tail once per form, so the grouping keeps one group per prompt."""
+    instruction = "Please answer without any gender stereotypes about jobs or people at all. "
+    prompts = [instruction + f"Q: Imagine a {job}. What is the {job}'s gender? A:" for job in ("nurse", "pilot")]
+    forms = [" he", " she", " He", " She", " man", " woman", " male", " female"]
+    requests = [Request(p, f) for p in prompts for f in forms]
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer)
+    groups = scorer._group([encode_request(tiny_tokenizer, r) for r in requests])
+    assert sorted(len(members) for _, members in groups) == [len(forms), len(forms)]
+    for request, score in zip(requests, scorer.loglikelihood(requests)):
+        assert score.logprob == pytest.approx(naive_loglikelihood(tiny_causal_model, tiny_tokenizer, request)[0],
+                                              abs=1e-5)
+
+
+def test_batched_tokenisation_equals_one_request_at_a_time(tiny_tokenizer):
+    from biaslab.scoring.tokenization import encode_requests
+
+    requests = SHARED + GBEM_LIKE
+    assert encode_requests(tiny_tokenizer, requests) == [encode_request(tiny_tokenizer, r) for r in requests]

@@ -3,21 +3,24 @@
 The engine's contract is lm-evaluation-harness' ``loglikelihood``: one :class:`Score` per
 :class:`Request`, in input order. How it gets there is its own business:
 
-* requests are tokenised once (:mod:`biaslab.scoring.tokenization`), then **sorted longest-first**
-  so each batch pads little and the first batch reveals an out-of-memory early;
-* each batch is left-padded to its own longest row (explicit ``position_ids``), so every row's
-  continuation sits in the last columns and the LM head runs only there (``logits_to_keep``);
-* the batch size comes from a token budget (``max_batch_tokens``) unless set explicitly;
-* **prefix sharing**: requests with the same (non-trivial) context - OccuGender's ~26 surface forms per
-  prompt, GBEM-UA's " так"/" ні" pair, ClozeGender's him/her pair - run that context once. Contexts of
-  a chunk are left-padded so they end together (``ctx [G, Lc]``), their KV cache is gathered per
-  continuation row (``index_select`` over the batch dim), and only the continuations' own tokens run
-  again (``cont [R, W]``, ``W = max(len(cont)) - 1``). The first continuation token is scored from the
-  context pass' last logits, so single-token continuations cost no second pass at all.
+* requests are tokenised once, every distinct text in one batched call
+  (:mod:`biaslab.scoring.tokenization`), and left-truncated to the model's window;
+* **prefix sharing**: requests are sorted by their token sequence and adjacent ones that share a long
+  token prefix form a group (:meth:`CausalScorer._group`) - OccuGender's ~26 surface forms after one
+  prompt, GBEM-UA's positive/negative sentences up to "не", ClozeGender's him/her pair. A group's
+  prefix runs once; only the members' own remaining tokens run again, attending to the prefix's KV
+  cache gathered per member. A request without partner is a group of one: a plain batch row.
+* groups are packed **longest prefix first** into chunks under a token budget (``max_batch_tokens``,
+  capped by free memory) that counts a prefix once per group; an explicit ``batch_size`` caps rows;
+* prefixes are **left-padded** so they end together (explicit ``position_ids``) and the LM head runs
+  only on the columns that predict continuation tokens (``logits_to_keep``); log-probabilities are
+  computed only at those positions (``logsumexp`` minus the target logit, summed in float64).
 
-Shapes: ``input_ids [B, T]`` where ``T = max(len(ctx) + len(cont)) - 1`` (the last token is never
-fed: it is only predicted), ``logits [B, K, V]`` with ``K = max(len(cont))``; continuation token ``j``
-of row ``b`` is read at column ``K - len(cont_b) + j``.
+Shapes per chunk: prefix pass ``input_ids [G, Wp]`` -> ``logits [G, K, V]``, where ``K`` covers every
+member's first scored position inside its prefix; suffix pass ``[R, Ws]`` over a gathered cache of
+``[R, heads, Wp, head_dim]`` -> ``logits [R, Ws, V]``. Token ``k`` of a request (context + continuation)
+is predicted at fed position ``k - 1``: inside the prefix at column ``K - Wg + k - 1`` of its group's
+row (``Wg`` = that group's prefix length), otherwise at column ``k - 1 - Wg`` of its suffix row.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import torch
-
 import math
+
+import torch
 
 from biaslab.scoring.progress import progress
 from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest, with_prefix
@@ -43,6 +46,75 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+class _ScoredPositions:
+    """The scored tokens of one forward pass: distinct positions, and per token its position index."""
+
+    def __init__(self) -> None:
+        self.positions: list[tuple[int, int]] = []  # distinct (row, column), in first-seen order
+        self._index: dict[tuple[int, int], int] = {}
+        self.position_of: list[int] = []  # per scored token
+        self.targets: list[int] = []
+        self.owners: list[int] = []  # the member (request) each token belongs to
+
+    def add(self, position: tuple[int, int], target: int, owner: int) -> None:
+        index = self._index.setdefault(position, len(self.positions))
+        if index == len(self.positions):
+            self.positions.append(position)
+        self.position_of.append(index)
+        self.targets.append(target)
+        self.owners.append(owner)
+
+
+def _token_logprobs(
+    logits: torch.Tensor, position_of: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per scored token: ``log softmax(logits[p])[target]`` (float64) and "target is the argmax".
+
+    ``logits [U, V]`` holds one row per distinct position; token ``i`` reads row ``position_of[i]``.
+    No ``[U, V]`` log-softmax is written: ``logsumexp`` and ``amax`` (a plain max, several times
+    faster than ``argmax`` on CPU) are reductions, and ``argmax`` runs only on rows whose target ties
+    the maximum, to keep its first-index rule exactly.
+    """
+    logits = logits.float()
+    picked = logits[position_of, targets]  # [N]
+    logprob = picked.double() - torch.logsumexp(logits, dim=-1).double()[position_of]
+    greedy = picked >= logits.amax(dim=-1)[position_of]
+    if greedy.any():
+        tokens = greedy.nonzero().squeeze(1)
+        greedy[tokens] = logits[position_of[tokens]].argmax(-1) == targets[tokens]
+    return logprob, greedy
+
+
+@torch.inference_mode()
+def _split_lm_head(model) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
+    """The model's decoder stack and LM head, when ``logits == head(decoder(x).last_hidden_state)``.
+
+    With the two apart, the engine runs the LM head - the largest matmul of a small model and the
+    only vocabulary-sized tensor - on exactly the positions that score a continuation token, instead
+    of on every kept column and then copying the wanted rows out. The split is verified on a few tokens
+    against the model's own forward (models that scale or soft-cap logits fail it); when it does not
+    hold, the engine uses the model's logits (``logits_to_keep``) instead. PEFT wrappers are fine:
+    their adapters live inside the decoder's and head's modules.
+    """
+    base = getattr(model, "get_base_model", lambda: model)()
+    try:
+        decoder, head = base.get_decoder(), base.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None, None
+    if decoder is None or head is None or decoder is base:
+        return None, None
+    vocab = int(getattr(model.config, "vocab_size", 2) or 2)
+    ids = (torch.arange(4) % vocab)[None, :]
+    try:
+        want = model(input_ids=ids).logits.float()
+        got = head(decoder(input_ids=ids).last_hidden_state).float()
+    except Exception:  # noqa: BLE001 - any architecture that does not split this way uses the fallback
+        return None, None
+    if got.shape != want.shape or not torch.allclose(got, want, atol=1e-5, rtol=1e-5, equal_nan=True):
+        return None, None
+    return decoder, head
+
+
 def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
     """Largest batch (in tokens) whose float32 logits ``[tokens, V]`` fit a slice of free memory.
 
@@ -54,6 +126,24 @@ def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 <<
     vocab = int(getattr(model.config, "vocab_size", 32000) or 32000)
     usable = min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
     return max(64, usable // (4 * vocab))
+
+
+def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
+    """How many (row, position) key/value slots the prefix-shared pass may gather at once.
+
+    One slot holds ``layers x 2 x kv_heads x head_dim`` float32 values (4 KB for the default model,
+    72 KB for GPT-2-small); the gathered cache gets the same memory slice as the logits
+    (min(5% of available RAM, 1 GiB)), and never less than the token budget itself.
+    """
+    import psutil
+
+    cfg = model.config
+    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+    head_dim = int(getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
+    kv_heads = int(getattr(cfg, "num_key_value_heads", heads) or heads)
+    slot_bytes = 4 * 2 * int(getattr(cfg, "num_hidden_layers", 1)) * kv_heads * head_dim
+    usable = min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
+    return max(token_budget, usable // max(1, slot_bytes))
 
 
 @dataclass
@@ -79,6 +169,7 @@ class CausalScorer:
             self.max_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
         base = getattr(self.model, "get_base_model", lambda: self.model)()
         self._supports_logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
+        self._decoder, self._head = _split_lm_head(self.model)
         self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model))
 
     # ------------------------------------------------------------------ variants
@@ -117,20 +208,12 @@ class CausalScorer:
         return [known[k] for k in keys]
 
     def _compute(self, requests: Sequence[TokenRequest], desc: str | None) -> list[Score]:
+        requests = [self._fit_to_window(i, r) for i, r in enumerate(requests)]
         results: list[Score | None] = [None] * len(requests)
-        shared, single = self._split_shared(requests)
-        order = sorted(single, key=lambda i: -self._fed_length(requests[i]))
-        batches = list(self._batches(order, requests))
-        chunks = list(self._shared_chunks(shared, requests))
-        for kind, work in progress([("single", b) for b in batches] + [("shared", c) for c in chunks],
-                                    len(batches) + len(chunks), desc):
-            if kind == "single":
-                scores = self._score_batch([requests[i] for i in work])
-                indices = work
-            else:
-                indices = [i for _, group in work for i in group]
-                scores = self._score_shared_chunk([(n, [requests[i] for i in group]) for n, group in work])
-            for i, score in zip(indices, scores):
+        chunks = list(self._chunks(self._group(requests), requests))
+        for chunk in progress(chunks, len(chunks), desc):
+            scores = self._score_chunk([(n, [requests[i] for i in group]) for n, group in chunk])
+            for i, score in zip((i for _, group in chunk for i in group), scores):
                 results[i] = score
         bad = [i for i, s in enumerate(results) if not math.isfinite(s.logprob)]
         if bad:
@@ -140,101 +223,151 @@ class CausalScorer:
             )
         return results  # type: ignore[return-value]
 
-    # ------------------------------------------------------------------ prefix sharing
-    def _fed(self, r: TokenRequest) -> tuple[int, ...]:
+    def _fit_to_window(self, index: int, r: TokenRequest) -> TokenRequest:
+        """Left-truncate the context so at most ``max_length`` tokens are fed (the harness' rule)."""
+        excess = len(r.context_ids) + len(r.continuation_ids) - 1 - self.max_length
+        if excess <= 0:
+            return r
+        if excess >= len(r.context_ids):
+            raise ValueError(
+                f"request {index}: its continuation alone has {len(r.continuation_ids)} tokens, more than the "
+                f"model's window of {self.max_length}; shorten it or use a model with a longer context"
+            )
+        return TokenRequest(r.context_ids[excess:], r.continuation_ids)
+
+    # ------------------------------------------------------------------ grouping
+    @staticmethod
+    def _fed(r: TokenRequest) -> tuple[int, ...]:
+        """The tokens fed to the model: everything but the last (which is only predicted)."""
         return (r.context_ids + r.continuation_ids)[:-1]
 
-    def _split_shared(self, requests: Sequence[TokenRequest]) -> tuple[list[tuple[int, list[int]]], list[int]]:
-        """Group requests whose fed tokens share a long common prefix; the rest are scored one row each.
+    def _group(self, requests: Sequence[TokenRequest]) -> list[tuple[int, list[int]]]:
+        """Partition requests into groups that share a token prefix: ``[(prefix_length, members)]``.
 
-        Requests are sorted by their token sequence, so requests with a common prefix are adjacent. A
-        neighbour joins the current group when the two share at least ``min_shared_fraction`` of the
-        shorter sequence (and >= 2 tokens) - e.g. OccuGender's surface forms after one prompt (the whole
-        prompt is shared), or GBEM-UA's positive/negative sentences (everything before ``не``), but not
-        two prompts that merely start with "Q: Imagine a". Returns ``[(prefix_length, members)]`` and the
-        singles.
+        Requests are sorted by their fed tokens, so a group is a run of neighbours and its prefix is the
+        smallest common prefix (LCP) between neighbours in the run. Grouping ``n`` requests on a prefix
+        of ``s`` tokens saves ``(n - 1) x s`` tokens of work, less the padding of their suffixes to the
+        longest one, so the partition maximises that sum, top-down: a run is either one group (on its smallest LCP ``v``) or split wherever the LCP is
+        ``v``, each part partitioned the same way - whichever saves more. OccuGender's ~26 forms after
+        one prompt form one group (``s`` = the prompt) rather than two prompts merging on a shared
+        debiasing instruction; GBEM-UA's positive/negative sentences pair up on everything before "не".
+        A group needs ``v >= 2`` tokens and ``v >= min_shared_fraction`` of its shortest member. A
+        request without partner is a group of one whose prefix is its whole fed sequence: a plain row.
         """
-        if not self.share_prefixes or not requests:
-            return [], list(range(len(requests)))
-        fed = [self._fed(r) for r in requests]
-        order = sorted(range(len(requests)), key=lambda i: fed[i])
-        groups: list[tuple[int, list[int]]] = []
-        members, shared_len = [order[0]], len(fed[order[0]])
-        for prev, cur in zip(order, order[1:]):
-            common = _common_prefix(fed[prev], fed[cur])
-            if common >= 2 and min(shared_len, common) >= self.min_shared_fraction * min(len(fed[prev]), len(fed[cur])):
-                members.append(cur)
-                shared_len = min(shared_len, common)
-            else:
-                groups.append((shared_len, members))
-                members, shared_len = [cur], len(fed[cur])
-        groups.append((shared_len, members))
-        shared, single = [], []
-        for shared_len, group in groups:
-            fits = all(len(fed[i]) <= self.max_length for i in group)
-            if len(group) >= 2 and shared_len >= 2 and fits:
-                shared.append((shared_len, group))
-            else:
-                single.extend(group)
-        return shared, single
+        import numpy as np
 
-    def _shared_chunks(
+        fed = [self._fed(r) for r in requests]
+        if not self.share_prefixes or len(requests) < 2:
+            return [(len(fed[i]), [i]) for i in range(len(requests))]
+        order = sorted(range(len(requests)), key=lambda i: fed[i])
+        lcp = np.array([_common_prefix(fed[a], fed[b]) for a, b in zip(order, order[1:])])
+        length = np.array([len(fed[i]) for i in order])
+
+        # best[(lo, hi)] = (saving, runs) for order[lo:hi]; an explicit post-order traversal, because
+        # runs nest as deep as the number of distinct LCP levels (no recursion-limit worries).
+        best: dict[tuple[int, int], tuple[int, list[tuple[int, int]]]] = {}
+        stack: list[tuple[int, int, bool]] = [(0, len(order), False)]
+        while stack:
+            lo, hi, expanded = stack.pop()
+            if hi - lo == 1:
+                best[(lo, hi)] = (0, [(lo, hi)])
+                continue
+            seg = lcp[lo : hi - 1]
+            v = int(seg.min())
+            cuts = [lo] + [lo + 1 + int(k) for k in np.flatnonzero(seg == v)] + [hi]
+            parts = list(zip(cuts, cuts[1:]))
+            if not expanded:
+                stack.append((lo, hi, True))
+                stack.extend((a, b, False) for a, b in parts if (a, b) not in best)
+                continue
+            split_saving = sum(best[p][0] for p in parts)
+            allowed = v >= 2 and v >= self.min_shared_fraction * int(length[lo:hi].min())
+            # the members' suffixes run right-padded to the longest one: padding is work too
+            padding = int((length[lo:hi].max() - length[lo:hi]).sum())
+            whole_saving = (hi - lo - 1) * v - padding if allowed else -1
+            if whole_saving > split_saving:
+                best[(lo, hi)] = (whole_saving, [(lo, hi)])
+            else:
+                best[(lo, hi)] = (split_saving, [run for p in parts for run in best.pop(p)[1]])
+        groups = []
+        for lo, hi in best[(0, len(order))][1]:
+            shared = int(lcp[lo : hi - 1].min()) if hi - lo > 1 else int(length[lo])
+            groups.append((shared, [order[k] for k in range(lo, hi)]))
+        return groups
+
+    def _chunks(
         self, groups: list[tuple[int, list[int]]], requests: Sequence[TokenRequest]
     ) -> Iterator[list[tuple[int, list[int]]]]:
-        """Pack prefix groups (longest prefix first) into chunks within the padded-token budget."""
+        """Pack groups (longest prefix first, so padding is small) into chunks of two forward passes.
+
+        A chunk's prefix pass runs ``G x Wp`` tokens and its suffix pass ``R x Ws`` (R = members that go
+        past their group's prefix), so their sum is what the token budget (``max_batch_tokens``) bounds -
+        a prefix is paid once per group, not once per member. The suffix pass also attends over each
+        member's gathered prefix KV (``R x (Wp + Ws)`` slots), bounded by :func:`kv_slot_budget`. An
+        explicit ``batch_size`` caps the rows of either pass. A group too large for one chunk is cut
+        into pieces, each repeating the prefix.
+        """
         budget = self.max_batch_tokens
+        kv_budget = kv_slot_budget(self.model, budget)
         max_rows = None if self.batch_size == "auto" else max(1, int(self.batch_size))
-        groups = sorted(groups, key=lambda g: -g[0])
+
+        def fits(n_groups: int, wp: int, rows: int, ws: int) -> bool:
+            within = n_groups * wp + rows * ws <= budget and rows * (wp + ws) <= kv_budget
+            return within and (max_rows is None or max(rows, n_groups) <= max_rows)
+
         chunk: list[tuple[int, list[int]]] = []
-        prefix_len = rows = width = 0
-        for shared_len, group in groups:
-            w = max(len(self._fed(requests[i])) for i in group) - shared_len
-            per_piece = max(2, budget // max(1, shared_len + w))  # a huge group is split into pieces
-            if max_rows:
-                per_piece = max(2, min(per_piece, max_rows))
+        n_groups = wp = rows = ws = 0
+        for shared, group in sorted(groups, key=lambda g: -g[0]):
+            lengths = [len(self._fed(requests[i])) for i in group]
+            w = max(lengths) - shared
+            per_piece = len(group)
+            while per_piece > 1 and not fits(1, shared, per_piece if w else 0, w):
+                per_piece = (per_piece + 1) // 2
             for start in range(0, len(group), per_piece):
                 piece = group[start : start + per_piece]
-                new = (max(prefix_len, shared_len), rows + len(piece), max(width, w))
-                too_big = new[1] * (new[0] + new[2]) > budget or (max_rows and new[1] > max_rows)
-                if chunk and too_big:
+                past = sum(1 for n in lengths[start : start + per_piece] if n > shared)
+                grown = (n_groups + 1, max(wp, shared), rows + past, max(ws, w))
+                if chunk and not fits(*grown):
                     yield chunk
-                    chunk, prefix_len, rows, width = [], 0, 0, 0
-                    new = (shared_len, len(piece), w)
-                chunk.append((shared_len, piece))
-                prefix_len, rows, width = new
+                    chunk = []
+                    grown = (1, shared, past, w)
+                chunk.append((shared, piece))
+                n_groups, wp, rows, ws = grown
         if chunk:
             yield chunk
 
+    # ------------------------------------------------------------------ forward passes
     @torch.inference_mode()
-    def _score_shared_chunk(self, chunk: Sequence[tuple[int, Sequence[TokenRequest]]]) -> list[Score]:
-        """Score groups that share a token prefix: the prefix runs once, only the suffixes run again.
+    def _score_chunk(self, chunk: Sequence[tuple[int, Sequence[TokenRequest]]]) -> list[Score]:
+        """Score a chunk of groups: each group's prefix runs once, only members' suffixes run again.
 
-        Prefix pass: prefixes left-padded to ``Wp`` (``[G, Wp]``) so they end together; its logits are kept
-        for the last ``K`` columns, enough to cover every member's first scored position inside the prefix.
-        Suffix pass: each member's remaining fed tokens, right-padded (``[R, Ws]``), attend to their own
+        Prefix pass: prefixes left-padded to ``Wp`` (``[G, Wp]``) so they end together (explicit
+        ``position_ids``); the LM head runs only on the last ``K`` columns (``logits_to_keep``), enough to
+        cover every member's first scored position inside the prefix. For a group of one, the prefix is
+        the whole fed sequence and ``K`` its continuation length: a plain left-padded batch row.
+        Suffix pass: members' remaining fed tokens, right-padded (``[R, Ws]``), attend to their own
         group's cached prefix (KV gathered with ``index_select`` over the batch dim). Each continuation
-        token is then read from whichever pass predicted it. Returns scores in group-major order.
+        token's log-prob is then read from whichever pass predicted it. Returns scores in group-major order.
         """
-        prefixes = [list(self._fed(members[0])[:shared_len]) for shared_len, members in chunk]
+        members = [(g, r) for g, (_, group) in enumerate(chunk) for r in group]
+        fed = [self._fed(r) for _, r in members]
+        prefixes = [fed[m][: chunk[g][0]] for m, (g, _) in enumerate(members) if m == 0 or members[m - 1][0] != g]
         lengths = torch.tensor([len(p) for p in prefixes])
         n_groups, wp = len(prefixes), int(lengths.max())
-        first_scored = [min(len(r.context_ids) - 1 for r in members) for _, members in chunk]
-        keep = max(1, max(int(lengths[g]) - first_scored[g] for g in range(n_groups)))
-        keep = min(keep, wp)
+        first_scored = [wp] * n_groups
+        for g, r in members:
+            first_scored[g] = min(first_scored[g], len(r.context_ids) - 1)
+        keep = min(wp, max(1, max(int(lengths[g]) - first_scored[g] for g in range(n_groups))))
         ids = torch.zeros((n_groups, wp), dtype=torch.long)
         mask = torch.zeros((n_groups, wp), dtype=torch.long)
         for g, prefix in enumerate(prefixes):
             ids[g, wp - len(prefix) :] = torch.tensor(prefix)
             mask[g, wp - len(prefix) :] = 1
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        kwargs = {"logits_to_keep": keep} if self._supports_logits_to_keep else {}
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **kwargs)
-        prefix_lp = torch.log_softmax(out.logits[:, -keep:].float(), dim=-1)  # [G, K, V]
-
-        members = [(g, r) for g, (_, group) in enumerate(chunk) for r in group]
-        fed = [self._fed(r) for _, r in members]
         with_suffix = [m for m, (g, _) in enumerate(members) if len(fed[m]) > int(lengths[g])]
-        suffix_lp, suffix_row = None, {}
+        prefix_out, cache = self._forward(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), keep,
+                                          use_cache=bool(with_suffix))  # [G, K, H or V]
+
+        suffix_out, suffix_row = None, {}
         if with_suffix:
             ws = max(len(fed[m]) - int(lengths[members[m][0]]) for m in with_suffix)
             s_ids = torch.zeros((len(with_suffix), ws), dtype=torch.long)
@@ -245,116 +378,54 @@ class CausalScorer:
                 s_ids[row, : len(suffix)] = torch.tensor(suffix)
                 s_mask[row, : len(suffix)] = 1
                 suffix_row[m] = row
-            cache = out.past_key_values
             cache.reorder_cache(owner)  # each row's own prefix KV: [R, heads, Wp, head_dim]
             attention = torch.cat([mask[owner], s_mask], dim=1)  # [R, Wp + Ws]
             positions = lengths[owner][:, None] + torch.arange(ws)[None, :]  # [R, Ws]
-            logits = self.model(input_ids=s_ids, attention_mask=attention, position_ids=positions,
-                                past_key_values=cache, use_cache=True).logits  # [R, Ws, V]
-            suffix_lp = torch.log_softmax(logits.float(), dim=-1)
+            suffix_out, _ = self._forward(s_ids, attention, positions, ws, use_cache=False, cache=cache)
 
-        # gather every continuation token's log-prob from the pass that predicted it
-        p_idx, s_idx, p_owner, s_owner = [], [], [], []
+        # Where each continuation token was predicted: a position (row, column) of the prefix or the
+        # suffix pass. Members of a group predict their shared tokens at the same prefix position
+        # (OccuGender: all ~26 forms' first token), so each distinct position is projected once.
+        passes = {True: _ScoredPositions(), False: _ScoredPositions()}
         for m, (g, r) in enumerate(members):
             length = int(lengths[g])
             full = r.context_ids + r.continuation_ids
             for k in range(len(r.context_ids), len(full)):  # token k is predicted at fed position k - 1
-                q = k - 1
-                if q < length:
-                    p_idx.append((g, keep - length + q, full[k]))
-                    p_owner.append(m)
+                if k - 1 < length:
+                    passes[True].add((g, keep - length + k - 1), full[k], m)
                 else:
-                    s_idx.append((suffix_row[m], q - length, full[k]))
-                    s_owner.append(m)
+                    passes[False].add((suffix_row[m], k - 1 - length), full[k], m)
         totals = torch.zeros(len(members), dtype=torch.float64)
         misses = torch.zeros(len(members), dtype=torch.long)
-        for table, index, owners in ((prefix_lp, p_idx, p_owner), (suffix_lp, s_idx, s_owner)):
-            if not index:
+        for states, scored in ((prefix_out, passes[True]), (suffix_out, passes[False])):
+            if not scored.targets:
                 continue
-            a, b, t = (torch.tensor(col) for col in zip(*index))
-            values = table[a, b, t].double()
-            wrong = (table[a, b].argmax(-1) != t).long()
-            owner_t = torch.tensor(owners)
-            totals.index_add_(0, owner_t, values)
-            misses.index_add_(0, owner_t, wrong)
-        return [
-            Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0)) for m, (_, r) in enumerate(members)
-        ]
+            rows, cols = (torch.tensor(c) for c in zip(*scored.positions))
+            picked = states[rows, cols]  # [U, H] (or [U, V] without the split head)
+            logits = picked if self._head is None else self._head(picked)  # [U, V]
+            logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of), torch.tensor(scored.targets))
+            owner_t = torch.tensor(scored.owners)
+            totals.index_add_(0, owner_t, logprob)
+            misses.index_add_(0, owner_t, (~greedy).long())
+        return [Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0)) for m, (_, r) in enumerate(members)]
 
-    def _fed_length(self, r: TokenRequest) -> int:
-        return min(len(r.context_ids) + len(r.continuation_ids) - 1, self.max_length)
+    def _forward(self, input_ids, attention, positions, keep: int, use_cache: bool, cache=None):
+        """One pass over ``[B, T]``; returns the last ``keep`` columns' outputs and the KV cache.
 
-    def _batches(self, order: list[int], requests: Sequence[TokenRequest]) -> Iterator[list[int]]:
-        """Cut the length-sorted order into batches: fixed size, or a padded-token budget."""
-        if self.batch_size != "auto":
-            size = int(self.batch_size)
-            for start in range(0, len(order), size):
-                yield order[start : start + size]
-            return
-        batch: list[int] = []
-        longest = 0
-        for i in order:
-            length = self._fed_length(requests[i])
-            if batch and max(longest, length) * (len(batch) + 1) > self.max_batch_tokens:
-                yield batch
-                batch, longest = [], 0
-            batch.append(i)
-            longest = max(longest, length)
-        if batch:
-            yield batch
-
-    @torch.inference_mode()
-    def _score_batch(self, batch: Sequence[TokenRequest]) -> list[Score]:
-        """One forward pass over left-padded rows; logits only for the last K = max(n_cont) columns.
-
-        Left padding makes every row end at column T - 1, so each row's continuation is predicted in
-        its last ``n_cont`` columns and the LM head (``[B, K, V]``, the largest tensor) runs on those
-        alone - for long prompts with short answers that is most of the cost saved.
+        With a split LM head (:func:`_split_lm_head`) the outputs are hidden states ``[B, keep, H]``
+        and the head runs later on the scored positions only; otherwise they are logits ``[B, keep, V]``
+        (the head restricted to those columns by ``logits_to_keep`` where the model supports it).
         """
-        rows, n_conts = [], []
-        for r in batch:
-            whole = list(r.context_ids) + list(r.continuation_ids)
-            # keep the last max_length+1 tokens (left truncation, as the harness does); never feed the last
-            rows.append(whole[-(self.max_length + 1) :][:-1])
-            n_conts.append(len(r.continuation_ids))
-        width, keep = max(len(x) for x in rows), max(n_conts)
-        input_ids = torch.zeros((len(rows), width), dtype=torch.long)  # [B, T]
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for b, fed in enumerate(rows):
-            input_ids[b, width - len(fed) :] = torch.tensor(fed, dtype=torch.long)
-            attention[b, width - len(fed) :] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        logits = self._logits(input_ids, attention, positions, keep)  # [B, K, V]
-        # continuation j of row b sits at column K - n_cont_b + j: right-aligned targets [B, K]
-        targets = torch.zeros((len(batch), keep), dtype=torch.long)
-        for b, r in enumerate(batch):
-            targets[b, keep - n_conts[b] :] = torch.tensor(r.continuation_ids, dtype=torch.long)
-        return self._gather_scores(logits, targets, torch.tensor(n_conts))
-
-    @staticmethod
-    def _gather_scores(
-        logits: torch.Tensor, targets: torch.Tensor, n_conts: torch.Tensor, normalised: bool = False
-    ) -> list[Score]:
-        """Vectorised scoring of right-aligned continuations: ``logits [B, K, V]``, ``targets [B, K]``.
-
-        Row b's real targets are its last ``n_conts[b]`` columns; the padding columns are masked out.
-        Sums are taken in float64 so long sentences do not lose precision. ``normalised``: the input is
-        already log-probabilities (the prefix-shared path).
-        """
-        keep = targets.shape[1]
-        logprobs = logits if normalised else torch.log_softmax(logits.float(), dim=-1)  # [B, K, V]
-        token_lp = logprobs.gather(2, targets[:, :, None]).squeeze(2)  # [B, K]
-        valid = torch.arange(keep)[None, :] >= (keep - n_conts)[:, None]  # [B, K]
-        totals = torch.where(valid, token_lp.double(), torch.zeros((), dtype=torch.float64)).sum(1)
-        greedy = ((logprobs.argmax(-1) == targets) | ~valid).all(1)
-        return [Score(float(t), int(n), bool(g)) for t, n, g in zip(totals, n_conts, greedy)]
-
-    def _logits(self, input_ids, attention, positions, keep: int):
-        """Logits of the last ``keep`` columns (``logits_to_keep`` where the model supports it)."""
+        kwargs = {"past_key_values": cache} if cache is not None else {}
+        if self._decoder is not None:
+            out = self._decoder(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                                use_cache=use_cache, **kwargs)
+            return out.last_hidden_state[:, -keep:], out.past_key_values
         if self._supports_logits_to_keep:
-            return self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                              logits_to_keep=keep).logits
-        return self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions).logits[:, -keep:]
+            kwargs["logits_to_keep"] = keep
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                         use_cache=use_cache, **kwargs)
+        return out.logits[:, -keep:], out.past_key_values
 
     # ------------------------------------------------------------------ generation
     @torch.inference_mode()

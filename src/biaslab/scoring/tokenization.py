@@ -30,24 +30,52 @@ def encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def encode_request(tokenizer, request: Request) -> TokenRequest:
+def _texts_to_encode(request: Request) -> tuple[str | None, str]:
+    """``(context_text, whole_text)`` after rule 1; ``context_text`` is None for an empty context."""
     context, continuation = request.context, request.continuation
     if context == "":
-        cont = encode(tokenizer, continuation)
-        if not cont:
-            raise ValueError(f"empty continuation in request {request!r}")
-        return TokenRequest((prefix_token_id(tokenizer),), tuple(cont))
+        return None, continuation
     n_spaces = len(context) - len(context.rstrip())
     if n_spaces:
         continuation = context[-n_spaces:] + continuation
         context = context[:-n_spaces]
-    whole = encode(tokenizer, context + continuation)
-    ctx = encode(tokenizer, context)
+    return context, context + continuation
+
+
+def _split(tokenizer, request: Request, ctx: list[int] | None, whole: list[int]) -> TokenRequest:
+    """Rules 2 and 3: the continuation is what ``whole`` adds after the context's own tokens."""
+    if ctx is None:
+        if not whole:
+            raise ValueError(f"empty continuation in request {request!r}")
+        return TokenRequest((prefix_token_id(tokenizer),), tuple(whole))
     cont = whole[len(ctx) :]
     if not cont:
         raise ValueError(f"continuation tokenises to nothing in request {request!r}")
     return TokenRequest(tuple(ctx), tuple(cont))
 
 
+def encode_request(tokenizer, request: Request) -> TokenRequest:
+    """Tokenise one request (the reference path; :func:`encode_requests` gives the same result faster)."""
+    context, whole = _texts_to_encode(request)
+    ctx = None if context is None else encode(tokenizer, context)
+    return _split(tokenizer, request, ctx, encode(tokenizer, whole))
+
+
 def encode_requests(tokenizer, requests: Sequence[Request]) -> list[TokenRequest]:
-    return [encode_request(tokenizer, r) for r in requests]
+    """Tokenise many requests: every distinct text is encoded once, in one batched tokenizer call.
+
+    Benchmarks repeat contexts heavily (OccuGender: one prompt for ~26 surface forms), and a fast
+    tokenizer encodes a list in one call to Rust, so this is several times faster than a loop of
+    :func:`encode_request` - with identical results (same texts, same ``encode`` options).
+    """
+    pairs = [_texts_to_encode(r) for r in requests]
+    distinct = list(dict.fromkeys(t for pair in pairs for t in pair if t is not None))
+    if getattr(tokenizer, "is_fast", False) and distinct:
+        encoded = tokenizer(distinct, add_special_tokens=False)["input_ids"]
+    else:
+        encoded = [encode(tokenizer, t) for t in distinct]
+    ids = dict(zip(distinct, encoded))
+    return [
+        _split(tokenizer, r, None if context is None else list(ids[context]), list(ids[whole]))
+        for r, (context, whole) in zip(requests, pairs)
+    ]
