@@ -1,6 +1,8 @@
 """Two worker processes sharing one study complete exactly ``n_trials`` trials between them:
-unique numbers and parameters, none lost, none run twice. Run against both storages workers can
-share: the journal file (default) and an RDB URL (SQLite here; PostgreSQL in docker-compose.yml)."""
+unique numbers and parameters, none lost, none run twice. Run against the storages workers can share:
+the journal file (default), an RDB URL in params (SQLite), and PostgreSQL given as docker-compose.yml
+gives it, through ``BIASLAB_OPTUNA_STORAGE`` over params' journal (a throwaway cluster from conftest.py;
+skipped with an install hint when the PostgreSQL server binaries are absent)."""
 
 from __future__ import annotations
 
@@ -41,21 +43,25 @@ def workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer) -> Path:
     return write_workspace(tmp_path, mirror, tiny_causal_model, tiny_tokenizer, splits)
 
 
-@pytest.mark.parametrize("storage", ["journal:tune/study.journal", "sqlite:///{root}/study.db"])
-def test_two_workers_complete_exactly_n_trials(workspace, storage):
+@pytest.mark.parametrize("storage", ["journal:tune/study.journal", "sqlite:///{root}/study.db", "postgresql"])
+def test_two_workers_complete_exactly_n_trials(request, workspace, storage):
     import optuna
     from optuna.trial import TrialState
 
     from biaslab.mitigation.tune import make_storage
 
-    storage = storage.format(root=workspace)
+    env = {k: v for k, v in os.environ.items() if k != "BIASLAB_OPTUNA_STORAGE"}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    params_storage = storage = storage.format(root=workspace)
+    if storage == "postgresql":  # skips when PostgreSQL is not installed
+        storage = env["BIASLAB_OPTUNA_STORAGE"] = request.getfixturevalue("postgres_db")("optuna")
+        params_storage = "journal:tune/unused.journal"  # the environment must win over params
     if not storage.startswith("journal:"):
         # an RDB schema is created once before workers start (as `optuna create-study` does in production);
         # two processes creating it at the same instant race on alembic's version row
         make_storage(storage, workspace)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(i), str(N_TRIALS), storage], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(workspace), str(i), str(N_TRIALS), params_storage],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
@@ -73,3 +79,4 @@ def test_two_workers_complete_exactly_n_trials(workspace, storage):
     leftovers = [t for t in study.trials if t.state != TrialState.COMPLETE]
     assert all(t.state == TrialState.FAIL and t.user_attrs.get("surplus") for t in leftovers)
     assert not study.get_trials(states=(TrialState.RUNNING,))
+    assert not (workspace / "tune" / "unused.journal").exists()
