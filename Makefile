@@ -1,12 +1,12 @@
 # biaslab - the two commands of the README, plus helpers.
 #   make run   create .venv if missing, install, dvc repro
-#   make test  the test suite (what CI runs)
+#   make test  the test suite (what CI runs); installs Debian's postgresql first when missing (see postgres-server)
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lock install clean-outputs ui
+.PHONY: run test bench lock install clean-outputs ui postgres-server
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,26 @@ run: $(STAMP)
 	@test -d .dvc || $(BIN)/dvc init -q
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-test: $(STAMP)
+test: $(STAMP) postgres-server
 	$(BIN)/python -m pytest -q
+
+# PostgreSQL server binaries for the scale-out tests (tests/integration/conftest.py starts a throwaway
+# cluster from them). When initdb is on neither PATH nor /usr/lib/postgresql/*/bin and apt-get is usable
+# as root: apt-get install postgresql (after apt-get update if the first try fails). Best effort: never
+# fails the target; without the binaries those tests skip and say why.
+postgres-server:
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: PostgreSQL server binaries (initdb) not found: apt-get install -y -q postgresql"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql \
+	  || { echo "make: install failed; apt-get update -q and retry"; apt-get update -q \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; } \
+	  || echo "make: could not install postgresql; the PostgreSQL tests will skip"; \
+	else \
+	  echo "make: PostgreSQL server binaries (initdb) not found and apt-get is not usable as root;" \
+	       "the PostgreSQL tests will skip (install with: apt-get install postgresql)"; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
