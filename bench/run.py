@@ -194,7 +194,7 @@ def bench_masked(sentences, repeats):
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=256, num_hidden_layers=4,
                                        num_attention_heads=4, intermediate_size=1024)).eval()
-    scorer = MaskedScorer(model, tokenizer)
+    scorer = MaskedScorer(model, tokenizer, max_batch_tokens=1024)
     ids = [tokenizer.encode(s) for s in sentences]
 
     @torch.inference_mode()

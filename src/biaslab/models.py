@@ -150,7 +150,7 @@ def load_variant_model(model_dir: str | os.PathLike[str], **kwargs: Any) -> Load
 def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_prefix: str = ""):
     """Wrap a loaded model in the engine that matches its kind."""
     batch_size = getattr(scoring_cfg, "batch_size", "auto")
-    max_batch_tokens = getattr(scoring_cfg, "max_batch_tokens", 16384)
+    max_batch_tokens = getattr(scoring_cfg, "max_batch_tokens", 1024)
     if loaded.kind == "masked":
         from biaslab.scoring.masked import MaskedScorer
 

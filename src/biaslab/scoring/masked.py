@@ -46,7 +46,7 @@ class MaskedScorer:
     model: torch.nn.Module
     tokenizer: object
     batch_size: int | str = "auto"
-    max_batch_tokens: int = 16384
+    max_batch_tokens: int = 1024  # padded tokens per pass; small batches stay in CPU cache (bench/)
     max_length: int | None = None
     prompt_prefix: str = ""
     kind: str = field(default="masked", init=False)
