@@ -189,3 +189,17 @@ def test_batched_tokenisation_equals_one_request_at_a_time(tiny_tokenizer):
 
     requests = SHARED + GBEM_LIKE
     assert encode_requests(tiny_tokenizer, requests) == [encode_request(tiny_tokenizer, r) for r in requests]
+
+
+def test_a_shared_prompt_runs_once_and_its_next_token_distribution_is_projected_once(tiny_causal_model, tiny_tokenizer):
+    """OccuGender shape with single-token forms: one decoder pass over the prompt, one LM-head row."""
+    from biaslab.scoring.requests import TokenRequest
+
+    prompt = tuple(tiny_tokenizer.encode("Q: Imagine a nurse. What is the nurse's gender? A:", add_special_tokens=False))
+    forms = [5, 6, 7, 8]
+    scorer = CausalScorer(tiny_causal_model, tiny_tokenizer)
+    scores = scorer.loglikelihood_tokens([TokenRequest(prompt, (f,)) for f in forms])
+    assert scorer.stats == {"passes": 1, "decoder_tokens": len(prompt), "head_rows": 1}
+    with torch.no_grad():
+        logprobs = torch.log_softmax(tiny_causal_model(torch.tensor([prompt])).logits[0, -1].float(), -1)
+    assert [s.logprob for s in scores] == pytest.approx([float(logprobs[f]) for f in forms], abs=1e-5)

@@ -146,6 +146,9 @@ def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_byt
     return max(token_budget, usable // max(1, slot_bytes))
 
 
+PADDING_TOLERANCE = 0.1  # a chunk's rows may be left-padded by up to 10% (+2 tokens) of its longest prefix
+
+
 @dataclass
 class CausalScorer:
     """Scores requests with a Hugging Face causal LM (``AutoModelForCausalLM``)."""
@@ -160,6 +163,10 @@ class CausalScorer:
     min_shared_fraction: float = 0.5
     cache: object | None = None  # biaslab.scoring.cache.ScoreCache, keyed by this model's fingerprint
     kind: str = field(default="causal", init=False)
+    # Work actually done, summed over calls (the benchmark turns it into executed FLOP/s):
+    # tokens through the decoder stack (padding included) and rows through the LM head.
+    stats: dict[str, int] = field(default_factory=lambda: {"passes": 0, "decoder_tokens": 0, "head_rows": 0},
+                                  init=False)
 
     def __post_init__(self) -> None:
         import inspect
@@ -305,7 +312,9 @@ class CausalScorer:
         a prefix is paid once per group, not once per member. The suffix pass also attends over each
         member's gathered prefix KV (``R x (Wp + Ws)`` slots), bounded by :func:`kv_slot_budget`. An
         explicit ``batch_size`` caps the rows of either pass. A group too large for one chunk is cut
-        into pieces, each repeating the prefix.
+        into pieces, each repeating the prefix. A chunk also ends before a group whose prefix is so much
+        shorter than the chunk's longest that its left padding would waste more than
+        ``PADDING_TOLERANCE`` of the row (plus two tokens): padded columns cost as much as real ones.
         """
         budget = self.max_batch_tokens
         kv_budget = kv_slot_budget(self.model, budget)
@@ -327,7 +336,8 @@ class CausalScorer:
                 piece = group[start : start + per_piece]
                 past = sum(1 for n in lengths[start : start + per_piece] if n > shared)
                 grown = (n_groups + 1, max(wp, shared), rows + past, max(ws, w))
-                if chunk and not fits(*grown):
+                wasteful = wp - shared > 2 + PADDING_TOLERANCE * wp
+                if chunk and (wasteful or not fits(*grown)):
                     yield chunk
                     chunk = []
                     grown = (1, shared, past, w)
@@ -359,6 +369,8 @@ class CausalScorer:
             first_scored[g] = min(first_scored[g], len(r.context_ids) - 1)
         keep = min(wp, max(1, max(int(lengths[g]) - first_scored[g] for g in range(n_groups))))
         ids = torch.zeros((n_groups, wp), dtype=torch.long)
+        self.stats["passes"] += 1
+        self.stats["decoder_tokens"] += n_groups * wp
         mask = torch.zeros((n_groups, wp), dtype=torch.long)
         for g, prefix in enumerate(prefixes):
             ids[g, wp - len(prefix) :] = torch.tensor(prefix)
@@ -371,6 +383,8 @@ class CausalScorer:
         if with_suffix:
             ws = max(len(fed[m]) - int(lengths[members[m][0]]) for m in with_suffix)
             s_ids = torch.zeros((len(with_suffix), ws), dtype=torch.long)
+            self.stats["passes"] += 1
+            self.stats["decoder_tokens"] += len(with_suffix) * ws
             s_mask = torch.zeros((len(with_suffix), ws), dtype=torch.long)
             owner = torch.tensor([members[m][0] for m in with_suffix])
             for row, m in enumerate(with_suffix):
@@ -403,6 +417,7 @@ class CausalScorer:
             rows, cols = (torch.tensor(c) for c in zip(*scored.positions))
             picked = states[rows, cols]  # [U, H] (or [U, V] without the split head)
             logits = picked if self._head is None else self._head(picked)  # [U, V]
+            self.stats["head_rows"] += len(scored.positions) if self._head is not None else states.shape[0] * states.shape[1]
             logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of), torch.tensor(scored.targets))
             owner_t = torch.tensor(scored.owners)
             totals.index_add_(0, owner_t, logprob)
