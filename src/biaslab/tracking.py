@@ -41,7 +41,10 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
     """Point MLflow at the store and make sure the experiment exists; returns the experiment id.
 
     ``MLFLOW_TRACKING_URI`` in the environment wins over params (scale-out to a tracking server).
-    Relative SQLite paths and the artifact location are resolved against ``root``.
+    Relative SQLite paths and the artifact location are resolved against ``root``. Against a tracking
+    server (``http(s)://``) a missing experiment is created without an artifact location, so it gets
+    the server's own root (proxied ``mlflow-artifacts:``, an object store in production) - a local path
+    would keep every remote worker's artifacts on that worker's disk.
     """
     mlflow = _mlflow()
     root = Path(root).resolve()
@@ -55,12 +58,15 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
     if experiment is not None:
         experiment_id = experiment.experiment_id
     else:
-        artifact_root = Path(cfg.artifact_location)
-        if not artifact_root.is_absolute():
-            artifact_root = root / artifact_root
-        artifact_root.mkdir(parents=True, exist_ok=True)
+        location = None
+        if not uri.startswith(("http://", "https://")):
+            artifact_root = Path(cfg.artifact_location)
+            if not artifact_root.is_absolute():
+                artifact_root = root / artifact_root
+            artifact_root.mkdir(parents=True, exist_ok=True)
+            location = artifact_root.as_uri()
         try:
-            experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=artifact_root.as_uri())
+            experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=location)
         except Exception:  # another process created it first
             experiment_id = mlflow.get_experiment_by_name(cfg.experiment).experiment_id
     mlflow.set_experiment(experiment_id=experiment_id)

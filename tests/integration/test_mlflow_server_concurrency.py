@@ -92,12 +92,8 @@ def test_parallel_processes_log_to_one_server(mlflow_server, tmp_path):
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=mlflow_server)
-    # The operator creates the experiment on the server (`mlflow experiments create -n <name>`), so it gets
-    # the server's proxied artifact root; tracking.configure() only creates a missing experiment, and then
-    # with a local file artifact location that a remote worker's artifacts would never leave.
-    experiment_id = client.create_experiment("concurrency")
-    assert client.get_experiment(experiment_id).artifact_location.startswith("mlflow-artifacts:")
-
+    # No experiment yet: the workers race to create it through tracking.configure(), which must give it
+    # the server's proxied artifact root (not a local path that remote artifacts would never leave).
     workdir = tmp_path / "workers"
     workdir.mkdir()
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_server}
@@ -107,7 +103,10 @@ def test_parallel_processes_log_to_one_server(mlflow_server, tmp_path):
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
 
-    runs = client.search_runs([experiment_id], max_results=100)
+    experiment = client.get_experiment_by_name("concurrency")
+    assert experiment.artifact_location.startswith("mlflow-artifacts:"), experiment.artifact_location
+    assert len(client.search_experiments()) == 2  # "Default" and ours: the race created exactly one
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
     (tmp_path / "download").mkdir()
     assert len(runs) == N_WORKERS * N_RUNS
     expected = {f"w{w}-{i}" for w in range(N_WORKERS) for i in range(N_RUNS)}

@@ -153,6 +153,9 @@ def make_evaluator(cfg: TuneConfig, options: dict[str, Any] | None = None, seed:
 
 
 # --------------------------------------------------------------------------- study
+STORAGE_ENV = "BIASLAB_OPTUNA_STORAGE"
+
+
 def make_storage(spec: str, root: str | Path = "."):
     """``journal:<path>`` -> a file journal (relative to ``root``) shared by workers; else an RDB URL.
 
@@ -163,7 +166,7 @@ def make_storage(spec: str, root: str | Path = "."):
 
     import optuna
 
-    spec = os.environ.get("BIASLAB_OPTUNA_STORAGE") or spec
+    spec = os.environ.get(STORAGE_ENV) or spec
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     if spec.startswith("journal:"):
