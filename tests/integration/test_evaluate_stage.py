@@ -141,7 +141,11 @@ def test_nan_logprobs_fail_and_leave_nothing(project, monkeypatch, tiny_tokenize
 
 
 def test_killed_evaluation_leaves_no_metrics_file(project):
-    """SIGKILL mid-run: no metrics file appears, and the run is never marked FINISHED."""
+    """SIGKILL mid-run: no metrics file appears, and the run is never marked FINISHED.
+
+    "Mid-run" is made deterministic, not timed: a last benchmark (tests/integration/helpers/
+    blocking_benchmark.py) signals once the real benchmarks have produced their metrics, then blocks.
+    """
     import os
     import signal
     import subprocess
@@ -152,22 +156,23 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
 
     root, params = project
     raw = params.model_dump(mode="json")
-    raw["evaluation"]["bootstrap_samples"] = 3000  # keep it busy long enough to be killed mid-way
     raw["variants"]["slow"] = {"method": "none", "model_dir": "models/base"}
+    raw["evaluation"]["benchmarks"]["blocking"] = {"module": "blocking_benchmark", "options": {}}
     (root / "params_kill.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    marker = root / "blocked"
+    helpers = str(Path(__file__).parent / "helpers")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker),
+           "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "pipelines" / "evaluate_variant.py"), "--variant", "slow",
-         "--params", "params_kill.yaml"], cwd=root, env={**os.environ, "OMP_NUM_THREADS": "1"},
+         "--params", "params_kill.yaml"], cwd=root, env=env,
     )
-    deadline = time.time() + 240
-    running = []
-    while time.time() < deadline and proc.poll() is None and not running:
-        time.sleep(0.5)
-        if (root / "mlruns" / "mlflow.db").exists():
-            _, runs = _mlflow_runs(root, "slow")
-            running = [r for r in runs if r.info.status == "RUNNING"]
-    assert proc.poll() is None and running, "evaluation finished before it could be killed"
-    time.sleep(1.0)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not marker.exists():
+        time.sleep(0.2)
+    assert marker.exists() and proc.poll() is None, f"evaluation never reached the blocking benchmark ({proc.poll()})"
+    _, runs = _mlflow_runs(root, "slow")
+    assert [r.info.status for r in runs] == ["RUNNING"]
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert not (root / "metrics" / "slow.json").exists()
