@@ -27,21 +27,37 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
     os.chmod(tmp, 0o755)  # mkdtemp creates 0700; outputs should be readable like any other directory
     if path.exists():
-        old = path.with_name(f".{path.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(path, old)
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+        os.replace(path, old / path.name)
         os.replace(tmp, path)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path`` (same suffix) that replaces ``path`` if the body succeeds.
+
+    The temporary name is unique per call (``mkstemp``), so two processes writing the same output -
+    two tuning workers saving the Pareto plot - never rename each other's half-written file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs should be readable like any other file
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def remove_outputs(*paths: str | os.PathLike[str]) -> None:

@@ -48,10 +48,10 @@ def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Write ``fig`` as PNG (temp file + rename, so no half-written output) and close it."""
     import matplotlib.pyplot as plt
 
+    from biaslab.atomic import atomic_file
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path

@@ -218,11 +218,9 @@ def active_run_id() -> str | None:
 
 def write_run_json(path: str | os.PathLike[str], **fields: Any) -> None:
     """Write ``run.json`` atomically (temp file + rename): run id, model URI, anything downstream needs."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(fields, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    from biaslab.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(fields, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def read_run_json(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import torch
 
 from biaslab.config import EmbeddingDebiasConfig
 from biaslab.mitigation.embedding.coverage import edit_coverage
-from biaslab.mitigation.embedding.edit import edit_input_embeddings, remove_projection
+from biaslab.mitigation.embedding.edit import remove_projection
 from biaslab.mitigation.embedding.fit import fit_embedding_variant
 from biaslab.mitigation.embedding.hook import attach_hook
 from biaslab.mitigation.embedding.spans import pack_sequences, span_mask
@@ -152,8 +152,8 @@ def test_projection_removal_is_exact():
 def test_soft_checkpoint_edits_only_target_rows_and_reloads(tiny_tokenizer, prepared, tmp_path):
     model = _model(tiny_tokenizer)
     before = model.get_input_embeddings().weight.detach().clone()
-    report = fit_embedding_variant(model=model, tokenizer=tiny_tokenizer, cfg=CFG, mode="soft", apply="checkpoint",
-                                   prepared_dir=prepared, out_dir=tmp_path / "soft", base_dir="unused")
+    fit_embedding_variant(model=model, tokenizer=tiny_tokenizer, cfg=CFG, mode="soft", apply="checkpoint",
+                          prepared_dir=prepared, out_dir=tmp_path / "soft", base_dir="unused")
     reloaded = load_variant_model(tmp_path / "soft").model
     after = reloaded.get_input_embeddings().weight.detach()
     rows = torch.tensor(_tokens(tiny_tokenizer, prepared, "soft").row_ids)

@@ -162,7 +162,6 @@ def make_storage(spec: str, root: str | Path = "."):
     The environment variable ``BIASLAB_OPTUNA_STORAGE`` wins over params, so workers on other machines
     (docker-compose.yml) can share one PostgreSQL study without editing params.yaml.
     """
-    import os
 
     import optuna
 
@@ -289,10 +288,10 @@ def plot_pareto(study: Any, names: tuple[str, str], path: Path, chosen: Any = No
         ax.legend()
     fig = ax.figure
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, path)
+    from biaslab.atomic import atomic_file
+
+    with atomic_file(path) as tmp:  # unique temp name: several workers may save the plot at once
+        fig.savefig(tmp, dpi=120)
     return fig
 
 
