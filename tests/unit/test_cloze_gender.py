@@ -294,15 +294,21 @@ def test_tiny_model_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_token
         assert row.prob_pro == pytest.approx(np.mean(kept), abs=1e-6)
 
 
-def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_path_factory):
-    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, WEAT d -> -d, HB match unchanged."""
-    swapped_dir = tmp_path_factory.mktemp("swapped")
+def _gender_swapped_genderlex(real_prepared, swapped_dir):
+    """GenderLex with sent_m/sent_w swapped and HB flipped, plus the options to run it with file vectors.
+
+    The file vectors put "doctor"/"man" next to "him", so some rows prefer him and the ratio is not trivial.
+    """
     frame = pd.read_parquet(real_prepared / "genderlex.parquet")
     swapped = frame.assign(sent_m=frame["sent_w"], sent_w=frame["sent_m"], hb=frame["hb"].map({"M": "W", "W": "M"}))
     swapped.to_parquet(swapped_dir / "genderlex.parquet")
-    # file vectors put "doctor"/"man" next to "him", so some rows prefer him and the ratio is not trivial
     (swapped_dir / "v.txt").write_text(GLOVE + "doctor 1 0 0\nnurse 0 1 0\ncame 1 1 1\n", encoding="utf-8")
-    options = {"datasets": ["genderlex"], "vectors": str(swapped_dir / "v.txt"), "vectors_format": "glove"}
+    return swapped_dir, {"datasets": ["genderlex"], "vectors": str(swapped_dir / "v.txt"), "vectors_format": "glove"}
+
+
+def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_path_factory):
+    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, WEAT d -> -d, HB match unchanged."""
+    swapped_dir, options = _gender_swapped_genderlex(real_prepared, tmp_path_factory.mktemp("swapped"))
     base = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics
     mirror = BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics
     key = "cloze_gender/genderlex/occupation/verb"
@@ -425,12 +431,7 @@ def test_masked_benchmark_end_to_end(tiny_bert, tiny_scorer, real_prepared):
 def test_masked_swapping_genders_mirrors_the_metrics(tiny_bert, real_prepared, tmp_path_factory):
     model, tokenizer = tiny_bert
     scorer = MaskedScorer(model, tokenizer)
-    swapped_dir = tmp_path_factory.mktemp("masked_swapped")
-    frame = pd.read_parquet(real_prepared / "genderlex.parquet")
-    swapped = frame.assign(sent_m=frame["sent_w"], sent_w=frame["sent_m"], hb=frame["hb"].map({"M": "W", "W": "M"}))
-    swapped.to_parquet(swapped_dir / "genderlex.parquet")
-    (swapped_dir / "v.txt").write_text(GLOVE + "doctor 1 0 0\nnurse 0 1 0\ncame 1 1 1\n", encoding="utf-8")
-    options = {"datasets": ["genderlex"], "vectors": str(swapped_dir / "v.txt"), "vectors_format": "glove"}
+    swapped_dir, options = _gender_swapped_genderlex(real_prepared, tmp_path_factory.mktemp("masked_swapped"))
     base = BENCHMARK.run(scorer, real_prepared, options, NO_CI)
     mirror = BENCHMARK.run(scorer, swapped_dir, options, NO_CI)
     bp, mp = base.predictions["cloze_gender_genderlex"], mirror.predictions["cloze_gender_genderlex"]
