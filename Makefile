@@ -22,7 +22,9 @@ run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
 test: $(STAMP) postgres-server
-	$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5) - failing" >&2; fi; \
+	exit $$status
 
 # PostgreSQL server binaries for the scale-out tests (tests/integration/conftest.py starts a throwaway
 # cluster from them). When initdb is on neither PATH nor /usr/lib/postgresql/*/bin and apt-get is usable
