@@ -203,3 +203,62 @@ def test_a_shared_prompt_runs_once_and_its_next_token_distribution_is_projected_
     with torch.no_grad():
         logprobs = torch.log_softmax(tiny_causal_model(torch.tensor([prompt])).logits[0, -1].float(), -1)
     assert [s.logprob for s in scores] == pytest.approx([float(logprobs[f]) for f in forms], abs=1e-5)
+
+
+def _split_and_fallback_scores(model, tokenizer, requests):
+    split = CausalScorer(model, tokenizer)
+    assert split._head is not None, "this model's logits are head(decoder(x)): the split path must be used"
+    fallback = CausalScorer(model, tokenizer)
+    fallback._decoder = fallback._head = None  # the model's own forward with logits_to_keep
+    return [s.logprob for s in split.loglikelihood(requests)], [s.logprob for s in fallback.loglikelihood(requests)]
+
+
+def test_split_lm_head_equals_the_models_own_logits_with_lora_and_embedding_hooks(tiny_tokenizer):
+    """The engine projects hidden states itself; that must hold for every variant kind it scores:
+    a plain model, a PEFT LoRA wrapper (non-zero adapters), and a forward hook on the input embeddings
+    (the runtime embedding-debias variant)."""
+    from peft import LoraConfig, get_peft_model
+
+    from biaslab.pretrain.architecture import build_llama
+
+    requests = SHARED + GBEM_LIKE
+    plain = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=2, num_attention_heads=4, seed=1)
+    got, want = _split_and_fallback_scores(plain, tiny_tokenizer, requests)
+    assert got == pytest.approx(want, abs=1e-5)
+
+    lora = get_peft_model(plain, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    got_lora, want_lora = _split_and_fallback_scores(lora, tiny_tokenizer, requests)
+    assert got_lora == pytest.approx(want_lora, abs=1e-5)
+    assert got_lora != pytest.approx(got, abs=1e-3)  # the adapters really change the scores
+
+    hooked = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, seed=1)
+    hooked.get_input_embeddings().register_forward_hook(lambda _m, _i, out: out * 0.5)
+    got_hook, want_hook = _split_and_fallback_scores(hooked, tiny_tokenizer, requests)
+    assert got_hook == pytest.approx(want_hook, abs=1e-5)
+    assert got_hook != pytest.approx(got, abs=1e-3)
+
+
+def test_models_whose_logits_are_not_a_plain_head_projection_use_their_own_logits(tiny_tokenizer):
+    from biaslab.pretrain.architecture import build_llama
+
+    model = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=2, num_attention_heads=4, seed=2)
+    forward = model.forward
+
+    def soft_capped(*args, **kwargs):  # like Gemma-2's final_logit_softcapping
+        out = forward(*args, **kwargs)
+        out.logits = 3.0 * torch.tanh(out.logits / 3.0)
+        return out
+
+    model.forward = soft_capped
+    scorer = CausalScorer(model, tiny_tokenizer)
+    assert scorer._head is None
+    request = Request("The doctor said that", " he would come.")
+    tr = encode_request(tiny_tokenizer, request)
+    whole = list(tr.context_ids) + list(tr.continuation_ids)
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(input_ids=torch.tensor([whole[:-1]])).logits[0].float(), -1)
+    expected = sum(float(logprobs[len(tr.context_ids) - 1 + j, t]) for j, t in enumerate(tr.continuation_ids))
+    assert scorer.loglikelihood([request])[0].logprob == pytest.approx(expected, abs=1e-5)
