@@ -6,7 +6,10 @@ numbers are comparable. Which benchmarks run is data: ``evaluation.benchmarks`` 
 name to the module that implements it (see :mod:`biaslab.benchmarks.base`).
 
 Outputs (all written atomically, so a killed evaluation leaves no metrics file):
-* ``metrics/<variant>.json`` - every metric with direction, ideal value and bootstrap CI (DVC metrics);
+* ``metrics/<variant>.json`` - every metric with direction, ideal value and bootstrap CI (what
+  register, report and ``biaslab show-metrics`` read);
+* ``metrics/values/<variant>.json`` - ``{metric: value}`` only: the file DVC knows as metrics, so
+  ``dvc metrics show`` / ``dvc metrics diff`` print one number per metric;
 * ``data/predictions/<variant>/<benchmark>__<table>.parquet`` - per-item rows to recompute any metric;
 * ``reports/tables/<variant>/<benchmark>__<table>.csv`` - paper-shaped summary tables;
 * one MLflow run with the metrics, direction/ideal tags, per-item tables and a readable summary.
@@ -43,6 +46,7 @@ class EvaluationOutputs:
     """Where one variant's evaluation writes; paths are stated once, here."""
 
     metrics: Path
+    values: Path
     predictions: Path
     tables: Path
     run_file: Path
@@ -51,6 +55,7 @@ class EvaluationOutputs:
     def for_variant(cls, variant: str, root: Path = Path(".")) -> "EvaluationOutputs":
         return cls(
             metrics=root / "metrics" / f"{variant}.json",
+            values=root / "metrics" / "values" / f"{variant}.json",
             predictions=root / "data" / "predictions" / variant,
             tables=root / "reports" / "tables" / variant,
             run_file=root / "runs" / f"evaluate_{variant}.json",
@@ -137,7 +142,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
 
     variant = params.variant(variant_name)
     outputs = EvaluationOutputs.for_variant(variant_name, root)
-    remove_outputs(outputs.metrics, outputs.run_file)  # a failed run must not leave an old file looking new
+    remove_outputs(outputs.metrics, outputs.values, outputs.run_file)  # a failed run must not leave an old file looking new
     prepared = root / params.data.prepared_dir
     ctx = EvalContext(
         seed=params.evaluation.seed,
@@ -203,6 +208,8 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
             model_source=loaded.source, model_fingerprint=loaded.fingerprint, run_id=run_id,
         )
         atomic_write_text(outputs.metrics, json.dumps(payload, indent=2, sort_keys=False) + "\n")
+        values = {name: metric.value for name, metric in sorted(all_metrics.items())}
+        atomic_write_text(outputs.values, json.dumps(values, indent=2) + "\n")
         tracking.write_run_json(outputs.run_file, run_id=run_id, model_dir=variant.model_dir,
                                 fingerprint=loaded.fingerprint, variant=variant_name)
     return all_metrics

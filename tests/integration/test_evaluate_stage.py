@@ -84,6 +84,9 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
     payload = json.loads((root / "metrics" / "base.json").read_text())
     assert payload["variant"] == "base" and payload["model_fingerprint"]
     assert all(m["direction"] in {"higher", "lower", "target"} for m in payload["metrics"].values())
+    # what `dvc metrics show/diff` reads: one number per metric, equal to the detailed records
+    values = json.loads((root / "metrics" / "values" / "base.json").read_text())
+    assert values == {name: record["value"] for name, record in payload["metrics"].items()}
     assert (root / "runs" / "evaluate_base.json").is_file()
     assert any((root / "data" / "predictions" / "base").iterdir())
 
@@ -136,6 +139,7 @@ def test_nan_logprobs_fail_and_leave_nothing(project, monkeypatch, tiny_tokenize
     with pytest.raises(EvaluationError, match="NaN/inf"):
         evaluate_variant(Params.model_validate(raw), "broken", root)
     assert not (root / "metrics" / "broken.json").exists()
+    assert not (root / "metrics" / "values" / "broken.json").exists()
     _, runs = _mlflow_runs(root, "broken")
     assert runs and all(r.info.status == "FAILED" for r in runs)
 
@@ -176,6 +180,7 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert not (root / "metrics" / "slow.json").exists()
+    assert not (root / "metrics" / "values" / "slow.json").exists()
     assert not (root / "runs" / "evaluate_slow.json").exists()
     _, runs = _mlflow_runs(root, "slow")
     assert all(r.info.status != "FINISHED" for r in runs)
