@@ -108,7 +108,10 @@ class ScoringConfig(Section):
     batch_size: int | Literal["auto"] = "auto"
     max_batch_tokens: int = Field(1024, gt=0, description="padded-token budget per batch when batch_size is auto")
     num_threads: int | None = Field(None, description="torch intra-op threads; null = physical cores")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="where models are scored; auto = a CUDA GPU when present, else the CPU")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto = bfloat16 on a GPU that supports it, float32 on the CPU")
     cache_dir: str | None = Field(None, description="on-disk result cache keyed by model fingerprint; null = off")
 
 

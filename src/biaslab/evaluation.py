@@ -34,6 +34,7 @@ from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from biaslab.config import Params
 from biaslab.metrics.values import MetricValue
 from biaslab.mitigation.prompt import resolve_prompt_prefix
+from biaslab.scoring.device import resolve_placement
 from biaslab.scoring.requests import NonFiniteScoreError
 
 
@@ -151,12 +152,15 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     )
     threads = set_threads(params.scoring.num_threads)
     tracking.configure(params.tracking, root)
+    device, dtype = resolve_placement(params.scoring.device, params.scoring.dtype)
     loaded = load_variant_model(
         root / variant.model_dir,
         kind=params.model.kind,
         trust_remote_code=params.model.trust_remote_code,
         allow_pickle=params.model.allow_pickle,
+        dtype=dtype,
     )
+    loaded.model.to(device)
     scorer = make_scorer(loaded, params.scoring)
     all_metrics: dict[str, MetricValue] = {}
     predictions: dict[str, pd.DataFrame] = {}

@@ -161,7 +161,9 @@ def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_pref
     if getattr(scoring_cfg, "cache_dir", None):
         from biaslab.scoring.cache import ScoreCache
 
-        cache = ScoreCache(scoring_cfg.cache_dir, loaded.fingerprint)
+        # the dtype changes the numbers, so it is part of the model's identity for cached scores
+        dtype = str(next(loaded.model.parameters()).dtype).removeprefix("torch.")
+        cache = ScoreCache(scoring_cfg.cache_dir, f"{loaded.fingerprint}-{dtype}")
     return CausalScorer(
         loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
         prompt_prefix=prompt_prefix, cache=cache,

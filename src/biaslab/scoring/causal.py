@@ -32,6 +32,7 @@ import math
 
 import torch
 
+from biaslab.scoring.device import model_device
 from biaslab.scoring.progress import progress
 from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest, with_prefix
 from biaslab.scoring.tokenization import encode_requests
@@ -104,7 +105,7 @@ def _split_lm_head(model) -> tuple[torch.nn.Module | None, torch.nn.Module | Non
     if decoder is None or head is None or decoder is base:
         return None, None
     vocab = int(getattr(model.config, "vocab_size", 2) or 2)
-    ids = (torch.arange(4) % vocab)[None, :]
+    ids = (torch.arange(4) % vocab)[None, :].to(model_device(model))
     try:
         want = model(input_ids=ids).logits.float()
         got = head(decoder(input_ids=ids).last_hidden_state).float()
@@ -177,6 +178,7 @@ class CausalScorer:
         base = getattr(self.model, "get_base_model", lambda: self.model)()
         self._supports_logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
         self._decoder, self._head = _split_lm_head(self.model)
+        self._device = model_device(self.model)  # batches are built on the CPU and moved here
         self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model))
 
     # ------------------------------------------------------------------ variants
@@ -392,7 +394,7 @@ class CausalScorer:
                 s_ids[row, : len(suffix)] = torch.tensor(suffix)
                 s_mask[row, : len(suffix)] = 1
                 suffix_row[m] = row
-            cache.reorder_cache(owner)  # each row's own prefix KV: [R, heads, Wp, head_dim]
+            cache.reorder_cache(owner.to(self._device))  # each row's own prefix KV: [R, heads, Wp, head_dim]
             attention = torch.cat([mask[owner], s_mask], dim=1)  # [R, Wp + Ws]
             positions = lengths[owner][:, None] + torch.arange(ws)[None, :]  # [R, Ws]
             suffix_out, _ = self._forward(s_ids, attention, positions, ws, use_cache=False, cache=cache)
@@ -414,14 +416,15 @@ class CausalScorer:
         for states, scored in ((prefix_out, passes[True]), (suffix_out, passes[False])):
             if not scored.targets:
                 continue
-            rows, cols = (torch.tensor(c) for c in zip(*scored.positions))
+            rows, cols = (torch.tensor(c, device=self._device) for c in zip(*scored.positions))
             picked = states[rows, cols]  # [U, H] (or [U, V] without the split head)
             logits = picked if self._head is None else self._head(picked)  # [U, V]
             self.stats["head_rows"] += len(scored.positions) if self._head is not None else states.shape[0] * states.shape[1]
-            logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of), torch.tensor(scored.targets))
+            logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of, device=self._device),
+                                              torch.tensor(scored.targets, device=self._device))
             owner_t = torch.tensor(scored.owners)
-            totals.index_add_(0, owner_t, logprob)
-            misses.index_add_(0, owner_t, (~greedy).long())
+            totals.index_add_(0, owner_t, logprob.cpu())
+            misses.index_add_(0, owner_t, (~greedy).long().cpu())
         return [Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0)) for m, (_, r) in enumerate(members)]
 
     def _forward(self, input_ids, attention, positions, keep: int, use_cache: bool, cache=None):
@@ -432,6 +435,7 @@ class CausalScorer:
         (the head restricted to those columns by ``logits_to_keep`` where the model supports it).
         """
         kwargs = {"past_key_values": cache} if cache is not None else {}
+        input_ids, attention, positions = (t.to(self._device) for t in (input_ids, attention, positions))
         if self._decoder is not None:
             out = self._decoder(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                                 use_cache=use_cache, **kwargs)
@@ -464,8 +468,8 @@ class CausalScorer:
                 input_ids[b, width - len(ids) :] = torch.tensor(ids)
                 attention[b, width - len(ids) :] = 1
             generated = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
+                input_ids=input_ids.to(self._device),
+                attention_mask=attention.to(self._device),
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 pad_token_id=pad_id,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from biaslab.scoring.device import model_device
 from biaslab.scoring.progress import progress
 
 LOGIT_BUDGET = 2**26  # floats per [B, V] logits tensor (256 MB): caps the rows of a batch for huge vocabularies
@@ -175,7 +176,9 @@ class MaskedScorer:
             attention[b, : len(ids)] = 1
             targets[b], mask_pos[b] = int(ids[p]), p
             input_ids[b, p] = self.tokenizer.mask_token_id
-        rows = torch.arange(len(batch))
+        device = model_device(self.model)  # batches are built on the CPU and moved to the model
+        input_ids, attention, targets, mask_pos = (t.to(device) for t in (input_ids, attention, targets, mask_pos))
+        rows = torch.arange(len(batch), device=device)
         with _only_masked_rows(self.model, mask_pos):
             logits = self.model(input_ids=input_ids, attention_mask=attention).logits
         # [B, 1, V] when the hook ran on the head's path; otherwise full [B, T, V] logits (T >= 3 here)
@@ -292,7 +295,7 @@ def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
     if head is None:
         yield
         return
-    rows = torch.arange(mask_pos.shape[0])
+    rows = torch.arange(mask_pos.shape[0], device=mask_pos.device)
 
     def select(_module, args):
         hidden = args[0]  # [B, T, H]
@@ -342,6 +345,8 @@ def _score_masked_rows(self: MaskedScorer, rows, positions, targets) -> list[lis
         input_ids[b, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         attention[b, : len(ids)] = 1
         mask_pos[b] = torch.tensor(list(pos) + [pos[0]] * (k_max - len(pos)), dtype=torch.long)
+    device = model_device(self.model)  # batches are built on the CPU and moved to the model
+    input_ids, attention, mask_pos = (t.to(device) for t in (input_ids, attention, mask_pos))
     state = {"ran": False}
     with _only_masked_positions(self.model, mask_pos, state):
         logits = self.model(input_ids=input_ids, attention_mask=attention).logits
@@ -350,12 +355,13 @@ def _score_masked_rows(self: MaskedScorer, rows, positions, targets) -> list[lis
             raise RuntimeError(f"output-embedding hook ran but logits have shape {tuple(logits.shape)}")
         selected = logits  # [B, K, V]
     else:
-        selected = logits[torch.arange(len(rows)).unsqueeze(1), mask_pos]  # [B, T, V] -> [B, K, V]
+        selected = logits[torch.arange(len(rows), device=device).unsqueeze(1), mask_pos]  # [B, T, V] -> [B, K, V]
     logprobs = torch.log_softmax(selected.float(), dim=-1)  # [B, K, V]
     out = []
     for b, (pos, row_targets) in enumerate(zip(positions, targets)):
-        ks = torch.arange(len(pos))
-        out.append([float(logprobs[b, ks, torch.tensor(t, dtype=torch.long)].sum()) for t in row_targets])
+        ks = torch.arange(len(pos), device=device)
+        out.append([float(logprobs[b, ks, torch.tensor(t, dtype=torch.long, device=device)].sum())
+                    for t in row_targets])
     return out
 
 
@@ -366,7 +372,7 @@ def _only_masked_positions(model: torch.nn.Module, mask_pos: torch.Tensor, state
     if head is None:
         yield
         return
-    rows = torch.arange(mask_pos.shape[0]).unsqueeze(1)  # [B, 1]
+    rows = torch.arange(mask_pos.shape[0], device=mask_pos.device).unsqueeze(1)  # [B, 1]
 
     def select(_module, args):
         state["ran"] = True

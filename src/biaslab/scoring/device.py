@@ -1,0 +1,36 @@
+"""Where and in which precision the scoring engine runs: ``scoring.device`` and ``scoring.dtype``.
+
+``auto`` means: a CUDA GPU when one is present, in bfloat16 when it supports it (fast, and its 8-bit
+exponent keeps log-probabilities finite); otherwise the CPU in float32 - bfloat16 matmuls are slow on
+most CPUs and would change the numbers every test compares against a float32 naive loop. The engine
+itself is device-agnostic: it builds batches on the CPU and moves them to the model's device, and
+brings per-token results back to the CPU for the float64 sums.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class DeviceError(ValueError):
+    """``scoring.device`` asks for a device this machine does not have."""
+
+
+def resolve_placement(device: str = "auto", dtype: str = "auto") -> tuple[str, str]:
+    """``(device, dtype)`` to load and score with, from the params' ``scoring.device`` / ``scoring.dtype``."""
+    cuda = torch.cuda.is_available()
+    if device == "auto":
+        device = "cuda" if cuda else "cpu"
+    elif device == "cuda" and not cuda:
+        raise DeviceError("params.yaml scoring.device: cuda, but torch sees no CUDA device; use auto or cpu")
+    if dtype == "auto":
+        dtype = "bfloat16" if device == "cuda" and torch.cuda.is_bf16_supported() else "float32"
+    return device, dtype
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's parameters (where its inputs must go)."""
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
