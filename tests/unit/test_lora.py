@@ -75,3 +75,20 @@ def test_half_written_checkpoint_is_skipped_and_removed(tmp_path):
             (d / "trainer_state.json").write_text("{}")
     assert last_complete_checkpoint(tmp_path).name == "checkpoint-2"
     assert not (tmp_path / "checkpoint-4").exists()
+
+
+def test_adapter_config_bytes_do_not_depend_on_set_order(tmp_path):
+    """PEFT writes target_modules in Python-set order (varies with PYTHONHASHSEED): the same adapter must
+    still have the same bytes, or the registry sees a new model on every run."""
+    import json
+
+    from biaslab.mitigation.lora import canonicalise_adapter_config
+
+    written = []
+    for order in (["v_proj", "q_proj", "k_proj"], ["k_proj", "v_proj", "q_proj"]):
+        path = tmp_path / f"{order[0]}.json"
+        path.write_text(json.dumps({"r": 8, "target_modules": order, "peft_type": "LORA"}))
+        canonicalise_adapter_config(path)
+        written.append(path.read_bytes())
+    assert written[0] == written[1]
+    assert json.loads(written[0])["target_modules"] == ["k_proj", "q_proj", "v_proj"]

@@ -239,6 +239,20 @@ class FinetuneResult:
     seconds_per_step: float | None
 
 
+def canonicalise_adapter_config(path: Path) -> None:
+    """Sort the set-valued fields PEFT writes in set order (``target_modules``), in place.
+
+    PEFT keeps ``target_modules`` as a Python set, so its JSON order follows string hashing, which
+    changes with every interpreter (``PYTHONHASHSEED``): the same adapter then had different bytes on
+    every run, a new content hash, and a new registry version although no weight changed.
+    """
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("target_modules", "modules_to_save", "exclude_modules"):
+        if isinstance(config.get(key), list):
+            config[key] = sorted(config[key])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def finetune(
     base_dir: str | Path,
     frame: pd.DataFrame,
@@ -266,6 +280,7 @@ def finetune(
     hp = hyperparameters(cfg)
     with atomic_dir(output_dir) as tmp:
         outcome.model.save_pretrained(str(tmp), safe_serialization=True)
+        canonicalise_adapter_config(tmp / "adapter_config.json")
         manifest = {
             "base": str(base_ref if base_ref is not None else base_dir),
             "method": "lora",
