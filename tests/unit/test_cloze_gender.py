@@ -306,18 +306,23 @@ def _gender_swapped_genderlex(real_prepared, swapped_dir):
     return swapped_dir, {"datasets": ["genderlex"], "vectors": str(swapped_dir / "v.txt"), "vectors_format": "glove"}
 
 
-def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_path_factory):
-    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, WEAT d -> -d, HB match unchanged."""
-    swapped_dir, options = _gender_swapped_genderlex(real_prepared, tmp_path_factory.mktemp("swapped"))
-    base = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics
-    mirror = BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics
-    key = "cloze_gender/genderlex/occupation/verb"
+def _assert_gender_mirrored(base, mirror, key):
+    """Swapped genders: to-him ratios r -> 1 - r (r non-trivial); HB match and KL unchanged."""
     r = base[f"{key}/him_ratio"].value
     assert 0 < r < 1
     assert mirror[f"{key}/him_ratio"].value == pytest.approx(1 - r)
     assert mirror[f"{key}/lm_him_ratio"].value == pytest.approx(1 - base[f"{key}/lm_him_ratio"].value)
     assert mirror[f"{key}/hb_match"].value == pytest.approx(base[f"{key}/hb_match"].value)
     assert mirror[f"{key}/kl_row_uniform"].value == pytest.approx(base[f"{key}/kl_row_uniform"].value)
+
+
+def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_path_factory):
+    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, WEAT d -> -d, HB match unchanged."""
+    swapped_dir, options = _gender_swapped_genderlex(real_prepared, tmp_path_factory.mktemp("swapped"))
+    base = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics
+    mirror = BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics
+    key = "cloze_gender/genderlex/occupation/verb"
+    _assert_gender_mirrored(base, mirror, key)
     d = base[f"{key}/weat_d"].value
     assert np.isfinite(d) and d != 0
     assert mirror[f"{key}/weat_d"].value == pytest.approx(-d)
@@ -438,12 +443,7 @@ def test_masked_swapping_genders_mirrors_the_metrics(tiny_bert, real_prepared, t
     assert list(mp["logprob_m"]) == pytest.approx(list(bp["logprob_w"]), abs=1e-6)
     key = "cloze_gender/genderlex/occupation/verb"
     base, mirror = base.metrics, mirror.metrics
-    r = base[f"{key}/him_ratio"].value
-    assert 0 < r < 1
-    assert mirror[f"{key}/him_ratio"].value == pytest.approx(1 - r)
-    assert mirror[f"{key}/lm_him_ratio"].value == pytest.approx(1 - base[f"{key}/lm_him_ratio"].value)
-    assert mirror[f"{key}/hb_match"].value == pytest.approx(base[f"{key}/hb_match"].value)
-    assert mirror[f"{key}/kl_row_uniform"].value == pytest.approx(base[f"{key}/kl_row_uniform"].value)
+    _assert_gender_mirrored(base, mirror, key)
     assert mirror[f"{key}/weat_d"].value == pytest.approx(-base[f"{key}/weat_d"].value)
 
 
