@@ -108,7 +108,7 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
                         f"{INSTALL_HINT} (it creates the user), or run the tests as a normal user")
         as_user = [runuser, "-u", "postgres", "--"]
 
-    # not pytest's tmp_path: /tmp/pytest-of-root is mode 0700, the postgres user could not enter it
+    # not pytest's tmp_path: its root (pytest-of-<user>) is mode 0700, the postgres user could not enter it
     base = Path(tempfile.mkdtemp(prefix="biaslab-pg-"))
     data, log = base / "data", base / "server.log"
     started = False
