@@ -179,11 +179,11 @@ class MaskedScorer:
         device = model_device(self.model)  # batches are built on the CPU and moved to the model
         input_ids, attention, targets, mask_pos = (t.to(device) for t in (input_ids, attention, targets, mask_pos))
         rows = torch.arange(len(batch), device=device)
-        with _only_masked_rows(self.model, mask_pos):
+        state = {"ran": False}
+        with _only_masked_positions(self.model, mask_pos[:, None], state):
             logits = self.model(input_ids=input_ids, attention_mask=attention).logits
-        # [B, 1, V] when the hook ran on the head's path; otherwise full [B, T, V] logits (T >= 3 here)
-        selected = logits.shape[1] == 1 and width > 1
-        masked_logits = logits[:, 0] if selected else logits[rows, mask_pos]  # [B, V]
+        # [B, 1, V] when the hook ran on the head's path; otherwise full [B, T, V] logits
+        masked_logits = logits[:, 0] if state["ran"] else logits[rows, mask_pos]  # [B, V]
         logprobs = torch.log_softmax(masked_logits.float(), dim=-1)  # [B, V]
         return logprobs[rows, targets].tolist()
 
@@ -283,31 +283,6 @@ class MaskedScorer:
         return totals
 
 
-@contextmanager
-def _only_masked_rows(model: torch.nn.Module, mask_pos: torch.Tensor):
-    """While active, the vocabulary projection sees only row ``b``'s masked position: ``[B, T, H] -> [B, 1, H]``.
-
-    Every op after the hooked module (the vocabulary projection, or DeBERTa-v2's head dense) is
-    per-position, so selecting rows first gives the same logits. No-op when the model has no
-    output-embedding module; the caller checks the logits' shape.
-    """
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is None:
-        yield
-        return
-    rows = torch.arange(mask_pos.shape[0], device=mask_pos.device)
-
-    def select(_module, args):
-        hidden = args[0]  # [B, T, H]
-        return (hidden[rows, mask_pos].unsqueeze(1), *args[1:])  # [B, 1, H]
-
-    handle = head.register_forward_pre_hook(select)
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
 # ---------------------------------------------------------------------------------------------- additions
 # Helpers of MaskedScorer.masked_token_logprobs (joint masking of several positions per row).
 
@@ -367,7 +342,12 @@ def _score_masked_rows(self: MaskedScorer, rows, positions, targets) -> list[lis
 
 @contextmanager
 def _only_masked_positions(model: torch.nn.Module, mask_pos: torch.Tensor, state: dict):
-    """Like :func:`_only_masked_rows` for ``K`` positions per row: ``[B, T, H] -> [B, K, H]``; sets ``state['ran']``."""
+    """While active, the vocabulary projection sees only the masked positions: ``[B, T, H] -> [B, K, H]``.
+
+    Every op after the hooked module (the vocabulary projection, or DeBERTa-v2's head dense) is
+    per-position, so selecting positions first gives the same logits. Sets ``state['ran']`` when the
+    hook ran; a model without an output-embedding module is left alone (full logits).
+    """
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None:
         yield
