@@ -116,17 +116,21 @@ def _split_lm_head(model) -> tuple[torch.nn.Module | None, torch.nn.Module | Non
     return decoder, head
 
 
+def _memory_slice(fraction: float, ceiling_bytes: int) -> int:
+    """Bytes the engine may use for one pass's big tensors: min(``fraction`` of available RAM, ceiling)."""
+    import psutil
+
+    return min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
+
+
 def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
     """Largest batch (in tokens) whose float32 logits ``[tokens, V]`` fit a slice of free memory.
 
     The logits tensor dominates memory for real vocabularies (16k tokens x 50k vocab x 4 B = 3.3 GB),
     and smaller batches also stay in cache, so the budget is min(5% of available RAM, 1 GiB) / (4 V).
     """
-    import psutil
-
     vocab = int(getattr(model.config, "vocab_size", 32000) or 32000)
-    usable = min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
-    return max(64, usable // (4 * vocab))
+    return max(64, _memory_slice(fraction, ceiling_bytes) // (4 * vocab))
 
 
 def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
@@ -136,15 +140,12 @@ def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_byt
     72 KB for GPT-2-small); the gathered cache gets the same memory slice as the logits
     (min(5% of available RAM, 1 GiB)), and never less than the token budget itself.
     """
-    import psutil
-
     cfg = model.config
     heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
     head_dim = int(getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
     kv_heads = int(getattr(cfg, "num_key_value_heads", heads) or heads)
     slot_bytes = 4 * 2 * int(getattr(cfg, "num_hidden_layers", 1)) * kv_heads * head_dim
-    usable = min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
-    return max(token_budget, usable // max(1, slot_bytes))
+    return max(token_budget, _memory_slice(fraction, ceiling_bytes) // max(1, slot_bytes))
 
 
 PADDING_TOLERANCE = 0.1  # a chunk's rows may be left-padded by up to 10% (+2 tokens) of its longest prefix
@@ -250,6 +251,11 @@ class CausalScorer:
         """The tokens fed to the model: everything but the last (which is only predicted)."""
         return (r.context_ids + r.continuation_ids)[:-1]
 
+    @staticmethod
+    def _fed_length(r: TokenRequest) -> int:
+        """``len(_fed(r))`` without building the tuple (the chunk packing only needs lengths)."""
+        return len(r.context_ids) + len(r.continuation_ids) - 1
+
     def _group(self, requests: Sequence[TokenRequest]) -> list[tuple[int, list[int]]]:
         """Partition requests into groups that share a token prefix: ``[(prefix_length, members)]``.
 
@@ -329,7 +335,7 @@ class CausalScorer:
         chunk: list[tuple[int, list[int]]] = []
         n_groups = wp = rows = ws = 0
         for shared, group in sorted(groups, key=lambda g: -g[0]):
-            lengths = [len(self._fed(requests[i])) for i in group]
+            lengths = [self._fed_length(requests[i]) for i in group]
             w = max(lengths) - shared
             per_piece = len(group)
             while per_piece > 1 and not fits(1, shared, per_piece if w else 0, w):
