@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from bench.requests import load_request_sets  # noqa: E402
 from biaslab.scoring.causal import CausalScorer  # noqa: E402
 from biaslab.scoring.requests import Request  # noqa: E402
-from biaslab.scoring.tokenization import encode_request  # noqa: E402
+from biaslab.scoring.tokenization import encode_request, encode_requests  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -120,11 +120,8 @@ def timed(fn, repeats: int):
 
 
 def count_tokens(tokenizer, requests: list[Request]) -> int:
-    total = 0
-    for r in requests:
-        tr = encode_request(tokenizer, r)
-        total += len(tr.context_ids) + len(tr.continuation_ids) - 1
-    return total
+    """Fed tokens of the request set (what a dense one-row-per-request evaluation runs)."""
+    return sum(len(tr.context_ids) + len(tr.continuation_ids) - 1 for tr in encode_requests(tokenizer, requests))
 
 
 def build_models(quick: bool):
