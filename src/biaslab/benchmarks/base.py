@@ -7,7 +7,10 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
 * ``run(lm, prepared_dir, options, ctx) -> BenchmarkResult``: read its prepared tables from
   ``prepared_dir`` (written by the ``prepare`` stage), build requests, score them with ``lm`` (a
   :class:`~biaslab.scoring.causal.CausalScorer` or masked scorer; ``lm.kind`` says which), and
-  compute metrics.
+  compute metrics;
+* optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
+  layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
+  into ``reports/paper/<paper>.md`` and ``.csv``; it knows no benchmark by name).
 
 ``options`` is the benchmark's ``options`` mapping from params.yaml; unknown options must raise.
 Metric names are ``<benchmark>/<metric>`` (e.g. ``gbem_ua/qa_diff_fem``) so all benchmarks share one
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import pandas as pd
@@ -48,6 +51,47 @@ class Benchmark(Protocol):
     language: str
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult: ...
+
+
+@dataclass(frozen=True)
+class VariantEvaluation:
+    """What the ``report`` stage hands a benchmark about one evaluated variant.
+
+    ``metrics``: every metric of the variant (all benchmarks; a benchmark reads its own ``<name>/...``
+    keys). ``tables``: this benchmark's tables of the variant as written by the evaluate stage
+    (``reports/tables/<variant>/<benchmark>__<table>.csv``), keyed by ``<table>`` (prefix removed).
+    """
+
+    metrics: Mapping[str, MetricValue]
+    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """One table of a seed paper, in the paper's own rows and columns, for the evaluated variants.
+
+    ``paper`` groups tables into ``reports/paper/<paper>.md`` (``gbem_ua``, ``occugender``, ``rubia``,
+    ``genderlex``); several benchmarks may contribute to one paper. ``key`` names the CSV
+    (``reports/paper/<paper>/<key>.csv``). ``published`` holds the paper's own numbers for its models,
+    shown beside ours for orientation only (``published_source`` says where they come from, e.g.
+    "Table 2 of the paper"); ``reproduce`` is the command that runs the paper's setting with the paper's
+    model (a ``dvc exp run -S ...`` line; the first non-empty one per paper is shown).
+    """
+
+    paper: str
+    key: str
+    title: str
+    frame: pd.DataFrame
+    published: pd.DataFrame | None = None
+    published_source: str = ""
+    notes: str = ""
+    reproduce: str = ""
+
+
+class PaperTables(Protocol):
+    """Implemented by benchmarks that reproduce a seed paper's tables (optional part of the contract)."""
+
+    def paper_tables(self, variants: Mapping[str, VariantEvaluation]) -> list[PaperTable]: ...
 
 
 def skipped_result(benchmark: str, reason: str) -> BenchmarkResult:
