@@ -34,6 +34,7 @@ class LoadedModel:
     kind: str  # "causal" | "masked"
     fingerprint: str
     source: str
+    commit: str | None = None  # the hub commit the files came from (None: a local directory)
 
 
 def fingerprint_dir(path: str | os.PathLike[str]) -> str:
@@ -79,25 +80,37 @@ def load_model(
     revision: str | None = None,
     dtype: str = "float32",
 ) -> LoadedModel:
-    """Load a model and its tokenizer from a local directory, or a hub id when online."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    """Load a model and its tokenizer from a local directory, or a hub id (cache or network).
 
+    A hub id is loaded at one commit (:func:`biaslab.hub.resolve_commit`), recorded in ``commit``; a hub
+    failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
+    hub's own message and what to do (:func:`biaslab.hub.explain`).
+    """
     source = str(source)
     local = Path(source)
     if local.exists():
         if not local.is_dir() or not (local / "config.json").is_file():
             raise ModelLoadError(f"{local}: not a model directory (no config.json)")
         _check_safe(local, allow_pickle)
+        return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, commit=None)
+    from biaslab import hub
+
     try:
-        config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
-    except OSError as exc:
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-        raise ModelLoadError(
-            f"model {source!r}: not a local directory and could not be fetched from the hub"
-            f"{' (HF_HUB_OFFLINE=1)' if offline else ' (no network?)'}. Give a local path in params.yaml "
-            "model.source, or leave it null to train the offline default model."
-        ) from exc
+        resolved = hub.resolve_commit(source, revision)
+        return _load(source, kind, trust_remote_code, allow_pickle, resolved, dtype, commit=resolved.resolved)
+    except Exception as exc:
+        message = hub.explain(exc, source, revision)
+        if message is None:
+            raise
+        raise ModelLoadError(message) from exc
+
+
+def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, revision: str | None, dtype: str,
+          *, commit: str | None) -> LoadedModel:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
     if kind == "auto":
         kind = detect_kind(config)
     auto = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
@@ -111,8 +124,8 @@ def load_model(
     )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
-    fp = fingerprint_dir(local) if local.is_dir() else f"hub:{source}@{revision or 'main'}"
-    return LoadedModel(model, tokenizer, kind, fp, source)
+    fp = fingerprint_dir(source) if commit is None else f"hub:{source}@{commit}"
+    return LoadedModel(model, tokenizer, kind, fp, source, commit)
 
 
 def read_variant_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -46,6 +46,6 @@ def test_unknown_hub_id_offline_is_a_clear_error(tmp_path, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # read at import time, so also patch the constant
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ModelLoadError, match="could not be fetched from the hub"):
+    with pytest.raises(ModelLoadError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE=1 is set"):
         snapshot_model(ModelConfig(source="no-such-org/no-such-model-xyz"), tmp_path / "base")
     assert not (tmp_path / "base").exists()

@@ -3,7 +3,9 @@
 Loading goes through :func:`biaslab.models.load_model`, so the same safety rules apply as everywhere:
 safetensors only unless ``allow_pickle``, no remote code unless ``trust_remote_code``, and an unknown hub id
 on an offline machine is a :class:`~biaslab.models.ModelLoadError` that says what to do. The snapshot is
-written atomically (temporary directory, then rename) with a ``snapshot.json`` recording where it came from.
+written atomically (temporary directory, then rename) with a ``snapshot.json`` recording where it came from:
+the requested ``revision`` and the ``resolved_commit`` it named when the files were fetched (a branch moves,
+a commit does not: pin ``model.revision`` to that commit to reproduce the run).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def snapshot_model(cfg: ModelConfig, out_dir: str | os.PathLike[str]) -> dict[st
     record = {
         "source": cfg.source,
         "revision": cfg.revision,
+        "resolved_commit": loaded.commit,  # the hub commit the requested revision named; null for a local dir
         "kind": loaded.kind,
         "source_fingerprint": loaded.fingerprint,
         "architecture": type(loaded.model).__name__,

@@ -55,7 +55,8 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
         else:
             summary = _train(params, out_dir, progress)
         fingerprint = _fingerprint(out_dir)
-        tracking.set_tags({"model_fingerprint": fingerprint, "model_source": params.model.source or "pretrained-here"})
+        tracking.set_tags({"model_fingerprint": fingerprint, "model_source": params.model.source or "pretrained-here",
+                           "model_commit": summary.get("resolved_commit") or "none"})
         tracking.log_dict(summary, "base_model_summary.json")
         tracking.write_run_json(
             run_json, run_id=run.info.run_id, model_uri=str(params.model.output_dir), fingerprint=fingerprint,
