@@ -59,7 +59,8 @@ class PretrainConfig(Section):
     Sizes are tuned so the default run takes about 8-9 minutes on 2 idle CPU cores (docs/base_model.md).
     """
 
-    corpus_dir: str | None = Field(None, description="corpora folder; null = <data mirror>/corpora")
+    corpus_dir: str | None = Field(
+        None, description="corpora folder; null = <data mirror>/corpora, else rebuilt from the pinned sources")
     languages: tuple[str, ...] = ("en", "uk", "ru")
     chars_per_language: int = Field(3_000_000, gt=0, description="training characters taken per language")
     validation_documents: int | dict[str, int] = Field(

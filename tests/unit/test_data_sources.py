@@ -32,7 +32,7 @@ def test_missing_file_without_download_is_an_error(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="rubia.tsv.*allow_download is false"):
         sources.resolve(cfg, "rubia/rubia.tsv")
     with pytest.raises(DataError, match="no public download source"):
-        sources.resolve(DataConfig(mirror_dir=str(tmp_path)), "occugender/jobs.csv")
+        sources.resolve(DataConfig(mirror_dir=str(tmp_path)), "stereoset/dev.json")
 
 
 class FakeResponse(io.BytesIO):

@@ -3,12 +3,17 @@
 ``jobs.csv`` (job, group, male_ratio, female_ratio in percent) is checked for the two groups,
 ratios within [0, 100] summing to 100 (±0.5), and unique jobs. ``spec.json`` must hold the task
 prompts (each with ``[JOB]`` and a known verbalization), the verbalizations (male/female/diverse
-surface forms) and the debiasing prompts. The data were transcribed from the paper, so there is no
-remote source: the mirror must have them.
+surface forms) and the debiasing prompts.
+
+Without a mirror: ``spec.json`` is the package's ``data/specs/occugender.json`` (written from the paper's
+Tables 2-4 and Appendix A), and ``jobs.csv`` is rebuilt from the authors' pinned ``female_ratios.csv``
+(:func:`jobs_from_female_ratios`, checked by sha256 to equal the mirror's file; :mod:`biaslab.data.sources`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -77,3 +82,19 @@ def load_spec(cfg: DataConfig, report: PrepareReport | None = None) -> dict[str,
             raise DataError(path, f"debiasing_prompts[{i}].text is empty")
     report.file(SPEC_FILE).rows_read = len(spec["task_prompts"]) + len(spec["debiasing_prompts"])
     return spec
+
+
+def jobs_from_female_ratios(payload: bytes) -> bytes:
+    """The authors' ``data/inputs/female_ratios.csv`` (``,job,female_ratio``) in the ``jobs.csv`` layout.
+
+    Same rows in the same order (the paper's Table 7); ``male_ratio = 100 - female_ratio`` and the group is
+    female-dominated when ``female_ratio > 50``, both to one decimal as in Table 7.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["job", "group", "male_ratio", "female_ratio"])
+    for row in csv.DictReader(io.StringIO(payload.decode("utf-8"))):
+        female = float(row["female_ratio"])
+        group = GROUPS[0] if female > 50 else GROUPS[1]
+        writer.writerow([row["job"].strip(), group, f"{100 - female:.1f}", f"{female:.1f}"])
+    return out.getvalue().encode("utf-8")

@@ -1,11 +1,20 @@
 """Where each raw file comes from: the local mirror first, else its pinned public source.
 
-Every mirrored file is listed with the GitHub repository, the exact commit and the path it was
-copied from (see each ``<mirror>/<dataset>/SOURCE.md``) and the sha256 of its bytes, so a download
-yields byte-for-byte the mirrored file or fails. Downloads go to ``BIASLAB_DOWNLOAD_DIR`` (default:
-``raw/`` next to ``data.prepared_dir``), written via a temp file and rename, and are reused later.
+Every mirrored file has a public origin pinned to an exact commit, and the bytes it must have, so a
+download yields byte-for-byte the mirrored file or fails:
 
-OccuGender was transcribed from its paper (no file to download): it must be in the mirror.
+* :data:`REMOTE` - files copied verbatim from a GitHub repository (path at a commit + sha256 of the bytes;
+  see each ``<mirror>/<dataset>/SOURCE.md``);
+* :data:`DERIVED` - files converted from one pinned remote file by a named function, pinned by the sha256
+  of the result (OccuGender's ``jobs.csv`` from the authors' ``female_ratios.csv``);
+* the pretraining corpora - rebuilt from many pinned files (:mod:`biaslab.data.corpora`);
+* :data:`PACKAGED` - benchmark data written from a paper, committed in this package (OccuGender's
+  ``spec.json``; the mirror's copy is a transcription of the same tables, checked equal by the tests).
+
+Downloads go to ``BIASLAB_DOWNLOAD_DIR`` (default: ``raw/`` next to ``data.prepared_dir``), written via a
+temporary file and rename, and are reused later. Raw files are fetched from ``BIASLAB_RAW_BASE_URL``
+(default ``https://raw.githubusercontent.com``) as ``<base>/<owner>/<repo>/<commit>/<path>``: any server
+with that layout works (a GitHub raw proxy, or the tests' fake remote on loopback).
 """
 
 from __future__ import annotations
@@ -13,15 +22,27 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import import_module, resources
 from pathlib import Path
 
+from biaslab.atomic import atomic_file
 from biaslab.config import DataConfig
 from biaslab.data.errors import DataError
 
 DOWNLOAD_DIR_ENV = "BIASLAB_DOWNLOAD_DIR"
-RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+RAW_BASE_ENV = "BIASLAB_RAW_BASE_URL"
+DEFAULT_RAW_BASE = "https://raw.githubusercontent.com"
+PARALLEL_DOWNLOADS = 8
+
+
+def raw_url(repo: str, commit: str, path: str) -> str:
+    """The URL of ``path`` at ``commit`` of GitHub repository ``repo`` (base: env ``BIASLAB_RAW_BASE_URL``)."""
+    base = (os.environ.get(RAW_BASE_ENV) or DEFAULT_RAW_BASE).rstrip("/")
+    return f"{base}/{repo}/{commit}/{urllib.parse.quote(path)}"
 
 
 @dataclass(frozen=True)
@@ -33,7 +54,20 @@ class RemoteFile:
 
     @property
     def url(self) -> str:
-        return RAW_URL.format(repo=self.repo, commit=self.commit, path=self.path)
+        return raw_url(self.repo, self.commit, self.path)
+
+
+@dataclass(frozen=True)
+class DerivedFile:
+    """A mirror file made from one pinned remote file by ``convert`` (``"module:function"``, bytes -> bytes)."""
+
+    source: RemoteFile
+    convert: str
+    sha256: str  # of the converted bytes (= the mirror's file)
+
+    def build(self, payload: bytes) -> bytes:
+        module, _, name = self.convert.partition(":")
+        return getattr(import_module(module), name)(payload)
 
 
 def _pinned(source: tuple[str, str], mirror_dir: str, repo_dir: str, sha256: dict[str, str]) -> dict[str, RemoteFile]:
@@ -100,9 +134,37 @@ REMOTE: dict[str, RemoteFile] = {
 }
 
 
+_OCCUGENDER = ("chenyuen0103/gender-bias", "9ae4aad0e32561f6091d30902effd6614c3639ea")
+
+DERIVED: dict[str, DerivedFile] = {
+    "occugender/jobs.csv": DerivedFile(
+        RemoteFile(*_OCCUGENDER, "data/inputs/female_ratios.csv",
+                   "5960a66264be522eeff4b26215b076a3e48abb1687dcaf894554d680aed95349"),
+        "biaslab.data.occugender:jobs_from_female_ratios",
+        "5be4c788fbe5f894b05222ef87df276a553cb5bb7cc81c4a54fec46fda990999",
+    ),
+}
+
+PACKAGED: dict[str, str] = {  # mirror path -> file under biaslab/data/specs/
+    "occugender/spec.json": "occugender.json",
+}
+
+
 def download_dir(cfg: DataConfig) -> Path:
     """Where downloaded raw files are cached (env ``BIASLAB_DOWNLOAD_DIR`` wins)."""
     return Path(os.environ.get(DOWNLOAD_DIR_ENV) or Path(cfg.prepared_dir).parent / "raw")
+
+
+def packaged_path(name: str) -> Path:
+    return Path(str(resources.files("biaslab.data").joinpath("specs", name)))
+
+
+def has_source(rel_path: str) -> bool:
+    """Whether ``rel_path`` can be obtained without the mirror."""
+    from biaslab.data import corpora
+
+    corpus_files = {f for r in corpora.RECIPES.values() for f in (r.corpus_file, r.manifest_file)}
+    return rel_path in REMOTE or rel_path in DERIVED or rel_path in PACKAGED or rel_path in corpus_files
 
 
 def resolve(cfg: DataConfig, rel_path: str) -> Path:
@@ -110,29 +172,98 @@ def resolve(cfg: DataConfig, rel_path: str) -> Path:
     local = cfg.resolved_mirror_dir() / rel_path
     if local.is_file():
         return local
+    return obtain(cfg, rel_path, missing=local)
+
+
+def obtain(cfg: DataConfig, rel_path: str, *, missing: Path | None = None) -> Path:
+    """``rel_path`` from its pinned source, not the mirror: packaged, cached, or downloaded into the cache now."""
+    if rel_path in PACKAGED:
+        return packaged_path(PACKAGED[rel_path])
+    missing = missing or cfg.resolved_mirror_dir() / rel_path
     cached = download_dir(cfg) / rel_path
     if cached.is_file():
         return cached
-    remote = REMOTE.get(rel_path)
-    if remote is None:
-        raise DataError(local, "file not found in the mirror and it has no public download source")
+    if not has_source(rel_path):
+        raise DataError(missing, "file not found in the mirror and it has no public download source")
     if not cfg.allow_download:
-        raise DataError(local, "file not found in the mirror and data.allow_download is false")
-    fetch(remote, cached)
+        raise DataError(missing, "file not found in the mirror and data.allow_download is false")
+    if rel_path in REMOTE:
+        fetch(REMOTE[rel_path], cached)
+    elif rel_path in DERIVED:
+        derived = DERIVED[rel_path]
+        payload = derived.build(download(derived.source))
+        _write_verified(payload, derived.sha256, cached, f"{derived.source.url} converted by {derived.convert}")
+    else:
+        rebuild_corpus(cfg, rel_path.split("/")[1])
     return cached
+
+
+def corpus_dir(cfg: DataConfig, languages: list[str] | tuple[str, ...]) -> Path:
+    """The folder holding ``<lang>/<lang>_corpus.txt`` + ``MANIFEST.tsv`` for every language.
+
+    The mirror's ``corpora/`` when it has all of them; otherwise the download cache's, with every missing
+    language rebuilt from its pinned sources (:func:`rebuild_corpus`).
+    """
+    from biaslab.data import corpora
+
+    needed = [f for r in corpora.languages(languages) for f in (r.corpus_file, r.manifest_file)]
+    if all((cfg.resolved_mirror_dir() / f).is_file() for f in needed):
+        return cfg.resolved_mirror_dir() / "corpora"
+    for rel in needed:
+        obtain(cfg, rel)
+    return download_dir(cfg) / "corpora"
+
+
+def rebuild_corpus(cfg: DataConfig, language: str) -> None:
+    """Download one language's source files at the pinned commit, rebuild its corpus + manifest, verify, write."""
+    from biaslab.data import corpora
+
+    (recipe,) = corpora.languages([language])
+    sources = recipe.sources()
+    urls = [raw_url(recipe.repo, recipe.commit, s.path) for s in sources]
+    with ThreadPoolExecutor(PARALLEL_DOWNLOADS) as pool:  # ~1700 small files for uk: parallel requests
+        payloads = dict(zip((s.path for s in sources), pool.map(download_bytes, urls)))
+    try:
+        outputs = corpora.assemble(recipe, payloads)
+        corpora.check_outputs(recipe, outputs)
+    except ValueError as exc:
+        raise DataError(raw_url(recipe.repo, recipe.commit, ""), str(exc)) from None
+    for rel, payload in outputs.items():  # both verified above; the manifest last, so a corpus never lacks it
+        _write(payload, download_dir(cfg) / rel)
+
+
+def download_bytes(url: str, timeout: float = 60.0) -> bytes:
+    """The body of ``url`` (https, or http/file for a local remote); a ``DataError`` naming it on failure."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (pinned URLs)
+            return response.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise DataError(url, f"download failed: {exc}") from exc
+
+
+def download(remote: RemoteFile, timeout: float = 60.0) -> bytes:
+    """The bytes of ``remote``, checked against its pinned sha256."""
+    payload = download_bytes(remote.url, timeout)
+    _check_sha256(payload, remote.sha256, remote.url)
+    return payload
 
 
 def fetch(remote: RemoteFile, dest: Path, timeout: float = 60.0) -> None:
     """Download ``remote`` to ``dest`` if its sha256 matches; nothing is left behind on failure."""
-    try:
-        with urllib.request.urlopen(remote.url, timeout=timeout) as response:  # noqa: S310 (https URL)
-            payload = response.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise DataError(remote.url, f"download failed: {exc}") from exc
+    _write(download(remote, timeout), dest)
+
+
+def _check_sha256(payload: bytes, expected: str, where: str) -> None:
     digest = hashlib.sha256(payload).hexdigest()
-    if digest != remote.sha256:
-        raise DataError(remote.url, f"sha256 mismatch: expected {remote.sha256}, got {digest}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.part")
-    tmp.write_bytes(payload)
-    os.replace(tmp, dest)
+    if digest != expected:
+        raise DataError(where, f"sha256 mismatch: expected {expected}, got {digest}")
+
+
+def _write_verified(payload: bytes, expected: str, dest: Path, where: str) -> None:
+    _check_sha256(payload, expected, where)
+    _write(payload, dest)
+
+
+def _write(payload: bytes, dest: Path) -> None:
+    with atomic_file(dest) as tmp:  # a unique temporary sibling: parallel stages never share one
+        tmp.write_bytes(payload)

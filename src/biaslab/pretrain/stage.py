@@ -72,11 +72,13 @@ def _fingerprint(out_dir: Path) -> str:
 
 
 def _train(params: Params, out_dir: Path, progress: bool) -> dict[str, Any]:
+    from biaslab.data import sources
     from biaslab.pretrain.corpus import load_corpus
     from biaslab.pretrain.train import train_base_model
 
     cfg = params.model.pretrain
-    corpus_dir = cfg.corpus_dir or params.data.resolved_mirror_dir() / "corpora"
+    # the mirror's corpora, else rebuilt from their pinned GitHub sources into the download cache
+    corpus_dir = cfg.corpus_dir or sources.corpus_dir(params.data, cfg.languages)
     splits = load_corpus(
         corpus_dir, cfg.languages, cfg.chars_per_language, cfg.validation_documents, cfg.validation_chars, cfg.seed
     )
