@@ -1,29 +1,43 @@
-# biaslab pipeline image (CPU). Build and run with the data mirror mounted read-only beside the project:
+# biaslab pipeline image: `dvc repro` (the same as `make run`). One Dockerfile for a CUDA host and for CPU:
 #
-#   docker build -t biaslab .
-#   docker run --rm -v /path/to/shared/datasets:/data/datasets:ro -e BIASLAB_DATA_DIR=/data/datasets \
-#       -v "$PWD/mlruns:/app/mlruns" biaslab
+#   docker build -t biaslab .                                   # CUDA: PyPI's torch wheel bundles the CUDA runtime
+#   docker build -t biaslab:cpu --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu .   # CPU only, small
 #
-# The image installs the locked dependencies and runs `dvc repro` (the same as `make run`).
+#   docker run --rm --gpus all -e HF_TOKEN -v hf-cache:/hf-cache \
+#       -v /path/to/shared/datasets:/data/datasets:ro -v "$PWD/mlruns:/app/mlruns" biaslab
+#
+# A CUDA host needs only the NVIDIA driver and the NVIDIA Container Toolkit (`--gpus`); no CUDA base image.
+# Hugging Face: the hub cache is HF_HOME=/hf-cache (mount a volume so models download once); HF_TOKEN is read
+# from the environment at run time (`-e HF_TOKEN`), never baked into the image; the hub is reachable unless
+# you ask for offline mode at run time (`-e HF_HUB_OFFLINE=1`) or at build time (`--build-arg HF_HUB_OFFLINE=1`).
+# The data mirror is optional: mounted at /data/datasets it is read in place, otherwise every raw file is
+# downloaded from its pinned source (docs/data.md). docker-compose.yml runs the same image with a GPU worker.
 FROM python:3.11-slim
 
+ARG HF_HUB_OFFLINE=0
 ENV PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1 \
-    HF_HUB_OFFLINE=1 \
+    HF_HOME=/hf-cache \
+    HF_HUB_OFFLINE=${HF_HUB_OFFLINE} \
     BIASLAB_DATA_DIR=/data/datasets
 
 RUN apt-get update && apt-get install -y --no-install-recommends git make && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
 COPY pyproject.toml requirements.lock README.md ./
-# torch: pass the PyTorch CPU wheel index as TORCH_INDEX_URL to avoid the multi-GB CUDA build
+# torch: the default (PyPI) wheel is the CUDA build and also runs on a CPU; pass the PyPI-compatible CPU wheel
+# index as TORCH_INDEX_URL for a CPU-only image without the multi-GB CUDA libraries
 ARG TORCH_INDEX_URL=""
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.13.0 \
  && grep -v '^torch==' requirements.lock > requirements.notorch.txt \
  && pip install -r requirements.notorch.txt && rm requirements.notorch.txt
 COPY . .
+# optional extras of pyproject.toml on top of the locked set, e.g. --build-arg PIP_EXTRAS=gpu
+ARG PIP_EXTRAS=""
 RUN pip install --no-deps -e . \
+ && if [ -n "$PIP_EXTRAS" ]; then pip install -e ".[$PIP_EXTRAS]"; fi \
  && (git rev-parse --git-dir >/dev/null 2>&1 || (git init -q && git add -A && git -c user.email=docker@biaslab -c user.name=docker commit -qm image)) \
  && sed -i 's#^  - mirror: .*#  - mirror: /data/datasets#' dvc.yaml
+VOLUME ["/hf-cache"]
 
 CMD ["dvc", "repro"]
