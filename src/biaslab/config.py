@@ -114,6 +114,9 @@ class ScoringConfig(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="auto = bfloat16 on a GPU that supports it, float32 on the CPU")
     cache_dir: str | None = Field(None, description="on-disk result cache keyed by model fingerprint; null = off")
+    add_bos: Literal["auto"] | bool = Field(
+        "auto", description="BOS before every prompt: auto = what the tokenizer adds by default (the papers' "
+        "setting; lm-evaluation-harness add_bos_token unset), true / false force it (causal LMs)")
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -129,6 +132,9 @@ class EvaluationConfig(Section):
     seed: int = 0
     bootstrap_samples: int = Field(1000, ge=0)
     confidence: float = Field(0.95, gt=0, lt=1)
+    prompt_format: Literal["raw", "chat"] = Field(
+        "raw", description="raw = prompts as text (the papers); chat = each prompt a user turn of the tokenizer's "
+        "chat template, the continuation the assistant's answer")
     benchmarks: dict[str, BenchmarkEntry] = Field(default_factory=dict)
 
 

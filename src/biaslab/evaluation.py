@@ -161,7 +161,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         dtype=dtype,
     )
     loaded.model.to(device)
-    scorer = make_scorer(loaded, params.scoring)
+    scorer = make_scorer(loaded, params.scoring, prompt_format=params.evaluation.prompt_format)
     all_metrics: dict[str, MetricValue] = {}
     predictions: dict[str, pd.DataFrame] = {}
     tables: dict[str, pd.DataFrame] = {}

@@ -160,14 +160,23 @@ def load_variant_model(model_dir: str | os.PathLike[str], **kwargs: Any) -> Load
     return loaded
 
 
-def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_prefix: str = ""):
-    """Wrap a loaded model in the engine that matches its kind."""
+def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_prefix: str = "",
+                prompt_format: str = "raw"):
+    """The :class:`~biaslab.scoring.protocol.Scorer` for a loaded model: causal or masked by its kind.
+
+    ``scoring_cfg`` is params' ``scoring`` section (batching, ``add_bos``, result cache);
+    ``prompt_format`` is ``evaluation.prompt_format`` (``raw`` or ``chat``, causal LMs only).
+    """
     batch_size = getattr(scoring_cfg, "batch_size", "auto")
     max_batch_tokens = getattr(scoring_cfg, "max_batch_tokens", 1024)
     if loaded.kind == "masked":
         from biaslab.scoring.masked import MaskedScorer
 
-        return MaskedScorer(loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
+        if prompt_format != "raw":
+            raise ModelLoadError(f"params.yaml evaluation.prompt_format: {prompt_format}, but {loaded.source} is a "
+                                 "masked LM (no chat template, no prompts to wrap); use raw")
+        return MaskedScorer(loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
+                            prompt_prefix=prompt_prefix)
     from biaslab.scoring.causal import CausalScorer
 
     cache = None
@@ -179,5 +188,6 @@ def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_pref
         cache = ScoreCache(scoring_cfg.cache_dir, f"{loaded.fingerprint}-{dtype}")
     return CausalScorer(
         loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
-        prompt_prefix=prompt_prefix, cache=cache,
+        prompt_prefix=prompt_prefix, cache=cache, add_bos=getattr(scoring_cfg, "add_bos", "auto"),
+        prompt_format=prompt_format,
     )

@@ -161,12 +161,12 @@ def _glove_fields(line: str) -> list[str]:
 
 
 def load_static_vectors(spec: str, fmt: str | None, words: Iterable[str], lm=None) -> WordVectors:
-    """Resolve the ``vectors`` option: ``"model"`` (needs ``lm.model`` / ``lm.tokenizer``) or a file path."""
+    """Resolve the ``vectors`` option: ``"model"`` (the scorer's ``word_vectors``) or a file path."""
     words = sorted(set(words))
     if spec == "model":
-        if lm is None or not hasattr(lm, "model") or not hasattr(lm, "tokenizer"):
-            raise ValueError("vectors: model needs a scorer exposing .model and .tokenizer")
-        return model_vectors(lm.model, lm.tokenizer, words)
+        if lm is None:
+            raise ValueError("vectors: model needs the scorer of the evaluated model")
+        return lm.word_vectors(words)
     if fmt is None:
         raise ValueError(f"vectors: {spec!r} is a file path, so vectors_format must be one of {FORMATS}")
     return load_vector_file(spec, fmt, words)

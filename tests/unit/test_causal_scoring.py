@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import oracles
 import pytest
 import torch
 
@@ -23,18 +24,8 @@ REQUESTS = [
 
 
 def naive_loglikelihood(model, tokenizer, request: Request) -> tuple[float, bool]:
-    """One forward pass per request, no padding: the seed authors' loop."""
-    tr = encode_request(tokenizer, request)
-    whole = list(tr.context_ids) + list(tr.continuation_ids)
-    with torch.no_grad():
-        logits = model(torch.tensor([whole[:-1]])).logits[0]
-    logprobs = torch.log_softmax(logits.float(), -1)
-    total, greedy = 0.0, True
-    for j, token in enumerate(tr.continuation_ids):
-        pos = len(tr.context_ids) - 1 + j
-        total += float(logprobs[pos, token])
-        greedy &= int(logprobs[pos].argmax()) == token
-    return total, greedy
+    """One forward pass per request, no padding: the seed authors' loop (tests/oracles.py)."""
+    return oracles.naive_loglikelihood(model, tokenizer, request.context, request.continuation)
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, "auto"])

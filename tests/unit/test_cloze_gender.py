@@ -9,13 +9,22 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_masked_scoring import build_tiny_bert, naive_pll
+from fakes import FakeScorer
+from oracles import (
+    encode,
+    naive_joint_mask,
+    naive_logprob,
+    naive_masked_cloze,
+    naive_sentence_token_logprobs,
+    naive_token_plls,
+)
+from tiny_models import build_tiny_bert
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.cloze_gender import BENCHMARK
 from biaslab.metrics import association as assoc
 from biaslab.scoring.masked import MaskedScorer
-from biaslab.scoring.requests import Request, Score
+from biaslab.scoring.protocol import SentenceScore
 
 CTX = EvalContext(seed=0, bootstrap_samples=50, progress=False)
 NO_CI = EvalContext(seed=0, bootstrap_samples=0, progress=False)
@@ -88,27 +97,19 @@ def winogender_frame():
     ])
 
 
-class FakeScorer:
-    """Returns known probabilities; sentences get 3 tokens of equal probability (geometric mean = P)."""
-
-    kind = "causal"
-
-    def __init__(self):
-        self.table: dict[Request, Score] = {}
-        self.calls: list[int] = []
-        for prefix, p_m, p_w, *_ in CLOZE_ROWS:
-            self.table[Request(prefix, " him")] = Score(math.log(p_m), 1, False)
-            self.table[Request(prefix, " her")] = Score(math.log(p_w), 1, False)
-        for pid, _, _, p_pro, p_anti, *_ in WINOBIAS:
-            self.table[Request("", f"pro {pid}")] = Score(3 * math.log(p_pro), 3, False)
-            self.table[Request("", f"anti {pid}")] = Score(3 * math.log(p_anti), 3, False)
-        for occ, ans, p_m, p_f, p_n, _ in WINOGENDER:
-            for tag, p in (("m", p_m), ("f", p_f), ("n", p_n)):
-                self.table[Request("", f"{tag} {occ} {ans}")] = Score(3 * math.log(p), 3, False)
-
-    def loglikelihood(self, requests, desc=None):
-        self.calls.append(len(requests))
-        return [self.table[r] for r in requests]
+def FakeClozeScorer() -> FakeScorer:  # noqa: N802 - reads like the class it builds
+    """Known probabilities; sentences get 3 tokens of equal probability (geometric mean = P)."""
+    cloze, sentences = {}, {}
+    for prefix, p_m, p_w, *_ in CLOZE_ROWS:
+        cloze[(prefix, "him")] = SentenceScore(math.log(p_m), 1)
+        cloze[(prefix, "her")] = SentenceScore(math.log(p_w), 1)
+    for pid, _, _, p_pro, p_anti, *_ in WINOBIAS:
+        sentences[f"pro {pid}"] = SentenceScore(3 * math.log(p_pro), 3)
+        sentences[f"anti {pid}"] = SentenceScore(3 * math.log(p_anti), 3)
+    for occ, ans, p_m, p_f, p_n, _ in WINOGENDER:
+        for tag, p in (("m", p_m), ("f", p_f), ("n", p_n)):
+            sentences[f"{tag} {occ} {ans}"] = SentenceScore(3 * math.log(p), 3)
+    return FakeScorer(cloze=cloze, sentences=sentences)
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def file_options(prepared):
 
 # ------------------------------------------------------------------------------------------- hand-computed
 def test_genderlex_metrics_by_hand(prepared):
-    scorer = FakeScorer()
+    scorer = FakeClozeScorer()
     result = BENCHMARK.run(scorer, prepared, file_options(prepared), CTX)
     m = {k.removeprefix("cloze_gender/"): v for k, v in result.metrics.items()}
     pred = result.predictions["cloze_gender_genderlex"]
@@ -166,7 +167,7 @@ def test_genderlex_metrics_by_hand(prepared):
 
 
 def test_winobias_and_winogender_by_hand(prepared):
-    scorer = FakeScorer()
+    scorer = FakeClozeScorer()
     result = BENCHMARK.run(scorer, prepared, file_options(prepared), NO_CI)
     m = {k.removeprefix("cloze_gender/"): v for k, v in result.metrics.items()}
     assert m["winobias/pro_share"].value == pytest.approx(2 / 3)  # the non-minimal pair is left out
@@ -193,24 +194,20 @@ def test_winobias_and_winogender_by_hand(prepared):
 
 
 def test_one_engine_call_per_request_type(prepared):
-    scorer = FakeScorer()
+    scorer = FakeClozeScorer()
     BENCHMARK.run(scorer, prepared, file_options(prepared), NO_CI)
-    # cloze requests (4 unique rows x 2 pronouns; the duplicate row is scored once) + all sentences
-    assert scorer.calls == [8, 2 * len(WINOBIAS) + 3 * len(WINOGENDER)]
+    # cloze requests (5 rows incl. the duplicate x 2 pronouns) + all distinct sentences, one call each
+    assert scorer.calls == [("cloze_scores", 10), ("sentence_scores", 2 * len(WINOBIAS) + 3 * len(WINOGENDER))]
 
 
 def test_options_are_checked(prepared):
-    scorer = FakeScorer()
+    scorer = FakeClozeScorer()
     with pytest.raises(ValueError, match="unknown key"):
         BENCHMARK.run(scorer, prepared, {"vector": "model"}, NO_CI)
     with pytest.raises(ValueError, match="vectors_format"):
         BENCHMARK.run(scorer, prepared, {"vectors": str(prepared / "vectors.txt")}, NO_CI)
     with pytest.raises(ValueError, match="datasets"):
         BENCHMARK.run(scorer, prepared, {"datasets": ["crows"]}, NO_CI)
-    other = FakeScorer()
-    other.kind = "seq2seq"
-    with pytest.raises(NotImplementedError, match="causal or a masked"):
-        BENCHMARK.run(other, prepared, file_options(prepared), NO_CI)
 
 
 def test_bad_prepared_data_is_reported(tmp_path):
@@ -218,12 +215,12 @@ def test_bad_prepared_data_is_reported(tmp_path):
     frame.loc[1, "sent_w"] = "A different sentence by her"
     frame.to_parquet(tmp_path / "genderlex.parquet")
     with pytest.raises(ValueError, match="row 1 .*differ before the last word"):
-        BENCHMARK.run(FakeScorer(), tmp_path, {"datasets": ["genderlex"]}, NO_CI)
+        BENCHMARK.run(FakeClozeScorer(), tmp_path, {"datasets": ["genderlex"]}, NO_CI)
     with pytest.raises(FileNotFoundError, match="winobias.parquet"):
-        BENCHMARK.run(FakeScorer(), tmp_path, {"datasets": ["winobias"]}, NO_CI)
+        BENCHMARK.run(FakeClozeScorer(), tmp_path, {"datasets": ["winobias"]}, NO_CI)
     frame.drop(columns=["hb"]).to_parquet(tmp_path / "genderlex.parquet")
     with pytest.raises(ValueError, match=r"missing column\(s\) \['hb'\]"):
-        BENCHMARK.run(FakeScorer(), tmp_path, {"datasets": ["genderlex"]}, NO_CI)
+        BENCHMARK.run(FakeClozeScorer(), tmp_path, {"datasets": ["genderlex"]}, NO_CI)
 
 
 # ------------------------------------------------------------------------------------------- tiny real model
@@ -258,19 +255,9 @@ def real_prepared(tmp_path):
 
 
 def naive_cloze_logprob(model, tokenizer, prefix: str, word: str) -> float:
-    """One forward per sentence, as the authors' ``cloze_prob_last_word`` (no BOS)."""
-    whole = tokenizer.encode(f"{prefix} {word}", add_special_tokens=False)
-    n_ctx = len(tokenizer.encode(prefix, add_special_tokens=False))
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([whole])).logits[0].float(), -1)
-    return sum(float(logprobs[i - 1, whole[i]]) for i in range(n_ctx, len(whole)))
-
-
-def naive_sentence_token_logprobs(model, tokenizer, sentence: str) -> list[tuple[int, float]]:
-    ids = [tokenizer.bos_token_id] + tokenizer.encode(sentence, add_special_tokens=False)
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-    return [(ids[i], float(logprobs[i - 1, ids[i]])) for i in range(1, len(ids))]
+    """One forward per sentence, as the authors' ``cloze_prob_last_word`` (tokenizer defaults: no BOS here)."""
+    whole = encode(tokenizer, f"{prefix} {word}")
+    return naive_logprob(model, whole, len(encode(tokenizer, prefix)))
 
 
 def test_tiny_model_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_tokenizer, real_prepared):
@@ -347,25 +334,6 @@ def masked_prepared(real_prepared):
              "sent_w": "The nurse said it was for her.", "context": "nurse", "hb": "W"}
     pd.concat([frame, pd.DataFrame([extra])], ignore_index=True).to_parquet(real_prepared / "genderlex.parquet")
     return real_prepared
-
-
-def naive_masked_cloze(model, tokenizer, sentence: str, prompt: str = "") -> tuple[float, int]:
-    """Replace the final pronoun (not its trailing '.') by n [MASK] tokens in the text; one unpadded forward."""
-    prefix, word = sentence.rsplit(" ", 1)
-    core = word.rstrip(".")
-    targets = tokenizer(core, add_special_tokens=False)["input_ids"]
-    text = f"{prefix} {' '.join([tokenizer.mask_token] * len(targets))}{word[len(core):]}"
-    ids = tokenizer(f"{prompt} {text}" if prompt else text)["input_ids"]
-    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_token_id]
-    assert len(positions) == len(targets)
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)  # [T, V]
-    return sum(float(logprobs[p, t]) for p, t in zip(positions, targets)), len(targets)
-
-
-def naive_token_plls(model, tokenizer, sentence: str) -> list[tuple[int, float]]:
-    ids = tokenizer(sentence)["input_ids"]
-    return [(ids[p], naive_pll(model, tokenizer, ids, [p])) for p in range(1, len(ids) - 1)]
 
 
 @pytest.mark.parametrize("batch_size", [1, "auto"])
@@ -445,15 +413,6 @@ def test_masked_swapping_genders_mirrors_the_metrics(tiny_bert, real_prepared, t
     base, mirror = base.metrics, mirror.metrics
     _assert_gender_mirrored(base, mirror, key)
     assert mirror[f"{key}/weat_d"].value == pytest.approx(-base[f"{key}/weat_d"].value)
-
-
-def naive_joint_mask(model, tokenizer, ids, positions, targets) -> float:
-    masked = list(ids)
-    for p in positions:
-        masked[p] = tokenizer.mask_token_id
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([masked])).logits[0].float(), -1)
-    return sum(float(logprobs[p, t]) for p, t in zip(positions, targets))
 
 
 def test_masked_token_logprobs_batching_dedup_and_errors(tiny_bert, monkeypatch):

@@ -7,14 +7,14 @@ tables in this file (comments show the arithmetic).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
+from fakes import FakeScorer
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.gbem_ua import BENCHMARK, QA_PROMPT, evaluate_gbem_ua, match_pairs, select_items
-from biaslab.scoring.requests import Score
+from biaslab.scoring.protocol import SentenceScore
 
 CTX = EvalContext(seed=0, bootstrap_samples=0, progress=False)
 
@@ -79,65 +79,25 @@ PROBS = {
 P_EOS = 0.5  # probability the fake gives every EOS pad token
 
 
-class WordTokenizer:
-    """Whitespace tokenizer: one id per word; BOS = 0, EOS = 1."""
+def FakeLM(frame: pd.DataFrame) -> FakeScorer:  # noqa: N802 - reads like the class it builds
+    """Known answers: P(" так"/" ні") from QA_ANSWERS; every word of a probability-set sentence has the
+    probability PROBS gives that sentence (so its geometric mean is that number); EOS pads have P_EOS."""
+    answers, token_p = {}, {}
+    for row in frame.itertuples():
+        key = (group_of(row), row.profession, row.is_correct)
+        answers[QA_PROMPT + row.qa_sentence] = QA_ANSWERS[key]
+        p_pos, p_neg = PROBS[key]
+        token_p[row.prob_sentence.replace("BLANK ", "")] = p_pos
+        token_p[row.prob_sentence.replace("BLANK ", "не ")] = p_neg
+    probs = {True: {" так": 0.5, " Так": 0.05, " ні": 0.1, " Ні": 0.05},
+             False: {" так": 0.1, " Так": 0.05, " ні": 0.5, " Ні": 0.05}}
 
-    bos_token_id, eos_token_id = 0, 1
+    def sentence(s: str) -> SentenceScore:
+        n = len(s.split())  # one token per word
+        return SentenceScore(n * math.log(token_p[s]), n)
 
-    def __init__(self):
-        self.vocab: dict[str, int] = {}
-        self.words: dict[int, str] = {}
-
-    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        ids = []
-        for word in text.split():
-            if word not in self.vocab:
-                self.vocab[word] = len(self.vocab) + 2
-                self.words[self.vocab[word]] = word
-            ids.append(self.vocab[word])
-        return ids
-
-    def decode(self, ids) -> str:
-        return " ".join(self.words[i] for i in ids)
-
-
-@dataclass
-class FakeLM:
-    """Known answers: P(" так"/" ні") from QA_ANSWERS, sentence token probabilities from PROBS."""
-
-    frame: pd.DataFrame
-    kind: str = "causal"
-    tokenizer: WordTokenizer = field(default_factory=WordTokenizer)
-    calls: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
-        self.answers, self.token_p = {}, {}
-        for row in self.frame.itertuples():
-            key = (group_of(row), row.profession, row.is_correct)
-            self.answers[QA_PROMPT + row.qa_sentence] = QA_ANSWERS[key]
-            p_pos, p_neg = PROBS[key]
-            self.token_p[row.prob_sentence.replace("BLANK ", "")] = p_pos
-            self.token_p[row.prob_sentence.replace("BLANK ", "не ")] = p_neg
-
-    def loglikelihood(self, requests, desc=None):
-        self.calls.append("loglikelihood")
-        probs = {True: {" так": 0.5, " Так": 0.05, " ні": 0.1, " Ні": 0.05},
-                 False: {" так": 0.1, " Так": 0.05, " ні": 0.5, " Ні": 0.05}}
-        return [Score(math.log(probs[self.answers[r.context]][r.continuation]), 1, False) for r in requests]
-
-    def loglikelihood_tokens(self, requests, desc=None):
-        self.calls.append("loglikelihood_tokens")
-        scores = []
-        for r in requests:
-            assert r.context_ids == (0,)
-            ids = list(r.continuation_ids)
-            k = 0
-            while ids and ids[-1] == 1:
-                ids.pop()
-                k += 1
-            p = self.token_p[self.tokenizer.decode(ids)]
-            scores.append(Score(len(ids) * math.log(p) + k * math.log(P_EOS), len(ids) + k, False))
-        return scores
+    return FakeScorer(loglikelihood=lambda r: math.log(probs[answers[r.context]][r.continuation]),
+                      sentences=sentence, eos_logprob=math.log(P_EOS))
 
 
 def run(frame, **options):
@@ -179,7 +139,7 @@ def test_hand_computed_metrics():
     neg = [0.0, 0.0, abs(padded(0.1, n_neg) - 0.1), abs(padded(0.3, n_neg) - 0.1)]
     assert got["prob_diff_fem"] == pytest.approx(sum(pos) / 4 + sum(neg) / 4)
     # one engine call per request type, not one per item
-    assert sorted(lm.calls) == ["loglikelihood", "loglikelihood_tokens"]
+    assert [op for op, _ in lm.calls] == ["loglikelihood", "geometric_mean_probabilities"]
 
 
 def test_unpadded_prob_diff_and_labels_use_plain_scores():
@@ -303,18 +263,14 @@ def test_run_reads_the_eval_rows_of_the_prepared_table(tmp_path):
 
 def test_masked_lm_is_refused():
     frame = synthetic_frame()
-    lm = FakeLM(frame)
-    lm.kind = "masked"
+    lm = FakeScorer.masked()
     with pytest.raises(ValueError, match="causal"):
         evaluate_gbem_ua(lm, frame, {}, CTX)
 
 
 def test_masked_lm_is_skipped_with_a_reason_not_a_crash(tmp_path):
-    class Masked:
-        kind = "masked"
-
     from biaslab.benchmarks.gbem_ua import BENCHMARK
 
     with pytest.warns(UserWarning, match="causal LM"):
-        result = BENCHMARK.run(Masked(), tmp_path, {}, EvalContext(bootstrap_samples=0, progress=False))
+        result = BENCHMARK.run(FakeScorer.masked(), tmp_path, {}, EvalContext(bootstrap_samples=0, progress=False))
     assert result.metrics == {} and "gbem_ua_skipped" in result.tables

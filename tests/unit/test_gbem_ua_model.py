@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from fakes import FakeScorer
+from oracles import naive_loglikelihood, naive_logprob, naive_sentence_p
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.gbem_ua import QA_PROMPT, evaluate_gbem_ua, prob_diff
@@ -40,23 +42,8 @@ def tiny_frame() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def naive_logprob(model, ids: list[int], n_context: int) -> float:
-    """Sum of log P(ids[j] | ids[:j]) for j >= n_context, one forward pass, no batching."""
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([ids[:-1]])).logits[0].float(), -1)
-    return sum(float(logprobs[j - 1, ids[j]]) for j in range(n_context, len(ids)))
-
-
 def naive_answer_logprob(model, tok, prompt: str, form: str) -> float:
-    context = tok.encode(prompt, add_special_tokens=False)
-    whole = tok.encode(prompt + form, add_special_tokens=False)
-    return naive_logprob(model, whole, len(context))
-
-
-def naive_sentence_p(model, tok, sentence: str, pads: int = 0) -> float:
-    """exp(mean log-prob) of the sentence (+ EOS pads) from BOS."""
-    ids = [tok.bos_token_id] + tok.encode(sentence, add_special_tokens=False) + [tok.eos_token_id] * pads
-    return math.exp(naive_logprob(model, ids, 1) / (len(ids) - 1))
+    return naive_loglikelihood(model, tok, prompt, form)[0]
 
 
 def test_benchmark_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_tokenizer):
@@ -108,17 +95,10 @@ def tiny_encoder_dir(tmp_path_factory, tiny_tokenizer):
     return path
 
 
-class CannedAnswers:
-    """An LM whose greedy answers are given: isolates the parser from generation."""
-
-    kind = "causal"
-
-    def __init__(self, answers):
-        self.answers = answers
-
-    def generate(self, prompts, max_new_tokens=5, desc=None):
-        assert len(prompts) == len(self.answers)
-        return list(self.answers)
+def canned_answers(answers) -> FakeScorer:
+    """An LM whose greedy answers are given (in prompt order): isolates the parser from generation."""
+    queue = iter(answers)
+    return FakeScorer(answers=lambda prompt: next(queue))
 
 
 def naive_embedding(path, text: str) -> np.ndarray:
@@ -135,7 +115,7 @@ def naive_embedding(path, text: str) -> np.ndarray:
 def test_embedding_parser_picks_the_closer_word(tiny_encoder_dir):
     encoder = SentenceEncoder(str(tiny_encoder_dir), batch_size=2)
     answers = ["так", "ні", " Так, може", "не знаю"]
-    parsed = parse_by_embedding(CannedAnswers(answers), ["q"] * 4, encoder)
+    parsed = parse_by_embedding(canned_answers(answers), ["q"] * 4, encoder)
     assert parsed["answer_yes"].tolist()[:2] == [True, False]  # identical text: cosine 1 with itself
     assert parsed["sim_yes"][0] == pytest.approx(1.0, abs=1e-5) and parsed["sim_no"][1] == pytest.approx(1.0, abs=1e-5)
     yes, no = naive_embedding(tiny_encoder_dir, "так"), naive_embedding(tiny_encoder_dir, "ні")

@@ -1,22 +1,14 @@
-"""The masked engine's packed PPLL/MPLL equals a naive loop: one forward pass per masked token.
-
-``build_tiny_bert`` (a WordPiece tokenizer trained on a few sentences + a 2-layer BertForMaskedLM)
-is reused by the RuBia and CrowS-Pairs tests.
-"""
+"""The masked engine's packed PPLL/MPLL equals a naive loop: one forward pass per masked token."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from oracles import naive_pll
+from tiny_models import build_tiny_bert
 
 from biaslab.scoring.masked import MaskedScorer
 
-TEXT = [
-    "The doctor said that he would come. The nurse said that she would come.",
-    "He is a man. She is a woman. They are people. Him, her, them.",
-    "Врач сказал, что он придёт. Медсестра сказала, что она придёт. Мужчина, женщина.",
-    "Women are bad at math. Men are bad at math. Poor people are lazy. Rich people are lazy.",
-] * 10
 
 SENTENCES = [
     "The doctor said that he would come.",
@@ -27,48 +19,9 @@ SENTENCES = [
 ]
 
 
-def build_tiny_bert(seed: int = 0):
-    """A WordPiece tokenizer + BertForMaskedLM small enough to build in well under a second."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    trainer = trainers.WordPieceTrainer(vocab_size=200, special_tokens=special, show_progress=False)
-    tok.train_from_iterator(TEXT, trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64)
-    model = BertForMaskedLM(config).eval()
-    return model, tokenizer
-
-
 @pytest.fixture(scope="module")
 def tiny_bert():
     return build_tiny_bert()
-
-
-def naive_pll(model, tokenizer, ids: list[int], positions: list[int]) -> float:
-    """One unpadded forward pass per masked position, full logits: the seed authors' loop."""
-    total = 0.0
-    for p in positions:
-        masked = list(ids)
-        masked[p] = tokenizer.mask_token_id
-        with torch.no_grad():
-            logits = model(torch.tensor([masked])).logits[0]  # [T, V]
-        total += float(torch.log_softmax(logits[p].float(), -1)[ids[p]])
-    return total
 
 
 @pytest.mark.parametrize("batch_size", [1, 4, "auto"])

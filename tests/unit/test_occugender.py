@@ -7,12 +7,12 @@ import math
 
 import pandas as pd
 import pytest
-import torch
+from fakes import FakeScorer
+from oracles import naive_loglikelihood
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.occugender import BENCHMARK, build_prompt, surface_forms
 from biaslab.scoring.requests import Score
-from biaslab.scoring.tokenization import encode_request
 
 CTX = EvalContext(seed=0, bootstrap_samples=20, progress=False)
 
@@ -48,24 +48,17 @@ WORD_OF = {"he": "he", "she": "she", "they": "they", "male": "he", "female": "sh
            "him": "he", "her": "she", "them": "they"}
 
 
-class FakeLM:
+def FakeLM(probs=PROBS, n_tokens=1) -> FakeScorer:  # noqa: N802 - reads like the class it builds
     """P(continuation) depends only on the surface form: capitalised -> first entry, lower-case -> second."""
 
-    kind = "causal"
+    def score(r) -> Score:
+        form = r.continuation.strip()
+        p = probs[WORD_OF[form.lower()]][0 if form[0].isupper() else 1]
+        # gender words with several forms (Male, Man): split the mass so each gender sums as PROBS
+        n_forms = {"male": 2, "man": 2, "female": 2, "woman": 2}.get(form.lower(), 1)
+        return Score(math.log(p / n_forms), n_tokens, False)
 
-    def __init__(self, probs=PROBS, n_tokens=1):
-        self.probs, self.n_tokens, self.calls = probs, n_tokens, 0
-
-    def loglikelihood(self, requests, desc=None):
-        self.calls += 1
-        out = []
-        for r in requests:
-            form = r.continuation.strip()
-            p = self.probs[WORD_OF[form.lower()]][0 if form[0].isupper() else 1]
-            # gender words with several forms (Male, Man): split the mass so each gender sums as PROBS
-            n_forms = {"male": 2, "man": 2, "female": 2, "woman": 2}.get(form.lower(), 1)
-            out.append(Score(math.log(p / n_forms), self.n_tokens, False))
-        return out
+    return FakeScorer(loglikelihood=score)
 
 
 @pytest.fixture()
@@ -89,7 +82,7 @@ def test_surface_forms_and_prompt_building():
 def test_fake_scorer_gives_exact_normalised_ratios(prepared):
     lm = FakeLM()
     result = BENCHMARK.run(lm, prepared, {}, CTX)
-    assert lm.calls == 1  # every request of the benchmark in one engine call
+    assert [op for op, _ in lm.calls] == ["loglikelihood"]  # every request of the benchmark in one scorer call
     total = 0.8 + 0.4 + 0.2
     items = result.predictions["occugender_items"]
     assert len(items) == 4 * 2 * 3  # 4 conditions x 2 jobs x 3 prompts
@@ -148,20 +141,11 @@ def test_tiny_model_equals_naive_per_item_loop(prepared, tiny_scorer, tiny_causa
 
 
 def _naive_logprob(model, tokenizer, context, continuation):
-    from biaslab.scoring.requests import Request
-
-    tr = encode_request(tokenizer, Request(context, continuation))
-    whole = list(tr.context_ids) + list(tr.continuation_ids)
-    with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([whole[:-1]])).logits[0].float(), -1)
-    return sum(float(logprobs[len(tr.context_ids) - 1 + j, t]) for j, t in enumerate(tr.continuation_ids))
+    return naive_loglikelihood(model, tokenizer, context, continuation)[0]
 
 
 def test_masked_lm_is_skipped_with_a_reason(prepared):
-    class Masked:
-        kind = "masked"
-
-    result = BENCHMARK.run(Masked(), prepared, {}, CTX)
+    result = BENCHMARK.run(FakeScorer.masked(), prepared, {}, CTX)
     assert result.metrics == {}
     assert "causal" in result.tables["occugender_skipped"].loc[0, "reason"]
 

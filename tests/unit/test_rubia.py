@@ -6,13 +6,14 @@ import difflib
 
 import pandas as pd
 import pytest
-import torch
-from test_masked_scoring import build_tiny_bert, naive_pll
+from fakes import FakeScorer
+from oracles import encode, naive_logprob, naive_pll
+from tiny_models import build_tiny_bert
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.rubia import BENCHMARK
 from biaslab.scoring.masked import MaskedScorer
-from biaslab.scoring.requests import Score
+from biaslab.scoring.protocol import SentenceScore
 
 CTX = EvalContext(seed=0, bootstrap_samples=50, progress=False)
 
@@ -46,11 +47,11 @@ SCORES = {
 }
 
 
-def test_fake_scorer_shares_and_aggregation_rules(prepared, fake_lm):
-    lm = fake_lm(SCORES)
+def test_fake_scorer_shares_and_aggregation_rules(prepared):
+    lm = FakeScorer(sentences=SCORES)
     result = BENCHMARK.run(lm, prepared, {}, CTX)
     m = result.metrics
-    assert lm.calls == 1
+    assert lm.calls == [("pair_scores", len(PAIRS))]
     # overall: pairs 0, 1, 3, 4, 6 (no duplicate 2, no inclusive-language pair 5): pro wins in 0, 3
     assert m["rubia/pro_share"].value == pytest.approx(2 / 5)
     assert m["rubia/pro_share"].n == 5 and m["rubia/pro_share"].ideal == 0.5
@@ -65,22 +66,19 @@ def test_fake_scorer_shares_and_aggregation_rules(prepared, fake_lm):
     assert list(preds["prefers_pro"]) == [True, False, True, True, False, True, False]
 
 
-def test_swapping_pro_and_anti_gives_one_minus_share(prepared, tmp_path_factory, fake_lm):
+def test_swapping_pro_and_anti_gives_one_minus_share(prepared, tmp_path_factory):
     swapped_dir = tmp_path_factory.mktemp("swapped")
     PAIRS.rename(columns={"pro": "anti", "anti": "pro"}).to_parquet(swapped_dir / "rubia.parquet")
-    plain = BENCHMARK.run(fake_lm(SCORES), prepared, {}, CTX).metrics
-    swapped = BENCHMARK.run(fake_lm(SCORES), swapped_dir, {}, CTX).metrics
+    plain = BENCHMARK.run(FakeScorer(sentences=SCORES), prepared, {}, CTX).metrics
+    swapped = BENCHMARK.run(FakeScorer(sentences=SCORES), swapped_dir, {}, CTX).metrics
     for name, metric in plain.items():
         assert swapped[name].value == pytest.approx(1 - metric.value), name
 
 
-def test_mean_normalisation_divides_by_token_count(prepared, fake_lm):
-    class Uneven(fake_lm):
-        def loglikelihood(self, requests, desc=None):
-            # -1 nat per character: the shorter sentence wins on the sum, ties on the mean
-            return [Score(-float(len(r.continuation)), len(r.continuation), False) for r in requests]
-
-    preds = BENCHMARK.run(Uneven({}), prepared, {"normalize": "mean"}, CTX).predictions["rubia_pairs"]
+def test_mean_normalisation_divides_by_token_count(prepared):
+    # -1 nat per character: the shorter sentence wins on the sum, ties on the mean
+    uneven = FakeScorer(sentences=lambda s: SentenceScore(-float(len(s)), len(s)))
+    preds = BENCHMARK.run(uneven, prepared, {"normalize": "mean"}, CTX).predictions["rubia_pairs"]
     assert (preds["score_pro"] == -1.0).all() and not preds["prefers_pro"].any()
 
 
@@ -91,10 +89,7 @@ def test_tiny_causal_model_equals_naive_sentence_loglikelihood(
     bos = tiny_tokenizer.bos_token_id
     for column, score_col in (("pro", "score_pro"), ("anti", "score_anti")):
         for sentence, got in zip(preds[column], preds[score_col]):
-            ids = [bos] + tiny_tokenizer.encode(sentence, add_special_tokens=False)
-            with torch.no_grad():
-                logprobs = torch.log_softmax(tiny_causal_model(torch.tensor([ids[:-1]])).logits[0].float(), -1)
-            want = sum(float(logprobs[i, t]) for i, t in enumerate(ids[1:]))
+            want = naive_logprob(tiny_causal_model, [bos] + encode(tiny_tokenizer, sentence), 1)
             # the causal engine sums token log-probs in float32: ~1e-7 relative on a -155 nat sentence
             assert got == pytest.approx(want, rel=1e-6, abs=1e-5)
 
@@ -122,7 +117,7 @@ def test_tiny_masked_model_ppll_for_gender_mpll_elsewhere(prepared):
         assert row.score_anti == pytest.approx(want_anti, abs=1e-5)
 
 
-def test_missing_column_names_the_file(tmp_path, fake_lm):
+def test_missing_column_names_the_file(tmp_path):
     PAIRS.drop(columns="is_duplicate").to_parquet(tmp_path / "rubia.parquet")
     with pytest.raises(ValueError, match="rubia.parquet.*is_duplicate"):
-        BENCHMARK.run(fake_lm(SCORES), tmp_path, {}, CTX)
+        BENCHMARK.run(FakeScorer(sentences=SCORES), tmp_path, {}, CTX)

@@ -8,6 +8,7 @@ import math
 import optuna
 import pandas as pd
 import pytest
+from fakes import FakeScorer
 from optuna.trial import TrialState
 
 from biaslab.config import LoraConfig, SearchRange, TuneConfig
@@ -56,16 +57,11 @@ def test_trial_budget_is_the_smaller_of_epochs_and_cap():
     assert trial_steps(lora, 16, cap=20) == 3  # 1 step per epoch
 
 
-class FakeLM:
+def biased_yes_no(r) -> Score:
     """P(" так") high unless the candidate is female and the job title is feminine: a biased model."""
-
-    def loglikelihood(self, requests):
-        out = []
-        for r in requests:
-            biased_no = "Кандидатка" in r.context and "?" in r.context and "посаду" in r.context and "ині?" in r.context
-            yes_lp, no_lp = (-2.0, -1.0) if biased_no else (-1.0, -2.0)
-            out.append(Score(yes_lp if r.continuation == " так" else no_lp, 1, False))
-        return out
+    biased_no = "Кандидатка" in r.context and "?" in r.context and "посаду" in r.context and "ині?" in r.context
+    yes_lp, no_lp = (-2.0, -1.0) if biased_no else (-1.0, -2.0)
+    return Score(yes_lp if r.continuation == " так" else no_lp, 1, False)
 
 
 def test_logprob_objectives_measure_accuracy_and_male_female_disagreement():
@@ -77,7 +73,7 @@ def test_logprob_objectives_measure_accuracy_and_male_female_disagreement():
                 rows.append({"qa_sentence": f"{cand} має досвід {exp}. Чи може {pron} отримати посаду {job}?",
                              "profession": "хірург", "experience": exp, "is_male": male, "is_correct": correct,
                              "is_feminitive": fem})
-    result = logprob_objectives(FakeLM(), pd.DataFrame(rows))
+    result = logprob_objectives(FakeScorer(loglikelihood=biased_yes_no), pd.DataFrame(rows))
     # "так" everywhere except female+feminine ("ні"): each (gender, form) group of a relevant and an
     # irrelevant item gets exactly one right -> 4/8; the two feminine-form pairs disagree -> 2/4
     assert result.accuracy == pytest.approx(4 / 8) and result.gap == pytest.approx(2 / 4)

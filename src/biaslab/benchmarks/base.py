@@ -5,8 +5,10 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
 * ``name`` and ``language`` (``"en"``, ``"uk"``, ``"ru"``) - the language picks the prompt-debiasing
   prefix of a prompt variant;
 * ``run(lm, prepared_dir, options, ctx) -> BenchmarkResult``: read its prepared tables from
-  ``prepared_dir`` (written by the ``prepare`` stage), build requests, score them with ``lm`` (a
-  :class:`~biaslab.scoring.causal.CausalScorer` or masked scorer; ``lm.kind`` says which), and
+  ``prepared_dir`` (written by the ``prepare`` stage), score its items with ``lm`` - a
+  :class:`~biaslab.scoring.protocol.Scorer`, the only way a benchmark reaches the model (never its
+  ``.model``, ``.tokenizer`` or kind: a benchmark that needs what only some models can do asks
+  ``lm.supports(capability)`` and otherwise returns :func:`skipped_result` with the reason) - and
   compute metrics;
 * optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
   layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from biaslab.metrics.values import MetricValue
+from biaslab.scoring.protocol import Scorer
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class Benchmark(Protocol):
     name: str
     language: str
 
-    def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult: ...
+    def run(self, lm: Scorer, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult: ...
 
 
 @dataclass(frozen=True)

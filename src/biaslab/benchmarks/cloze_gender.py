@@ -9,8 +9,8 @@ Two scoring modes, as in the authors' two scripts:
   to-him bias ratio, human-bias match, KL forms and WEAT d (definitions in
   :mod:`biaslab.metrics.association`). ``is_duplicate`` rows are kept in the predictions and left out
   of every metric. The pronoun of each side is read from its sentence, so swapping ``sent_m`` and
-  ``sent_w`` mirrors every number. The authors encode without a BOS token; our engine conditions on
-  the (non-empty) prefix the same way, so the two agree for models without an automatic BOS.
+  ``sent_w`` mirrors every number. The authors encode with the tokenizer's defaults; the scorer does
+  the same with ``scoring.add_bos: auto`` (BOS before the prefix exactly when the tokenizer adds one).
 * **Mean probability** (WinoBias / Winogender, ``meanpro_metric.py``): the pronoun may be anywhere,
   so a sentence is scored as a whole. ``sentence_prob: geometric`` (default) = exp(mean token
   log-prob), one request per sentence, first token conditioned on BOS. ``sentence_prob: authors`` =
@@ -22,16 +22,18 @@ Two scoring modes, as in the authors' two scripts:
   Winogender: share of items preferring the male sentence, Pearson r between the per-occupation mean
   ``log P_female − log P_male`` and ``bls_pct_female``, share preferring the neutral sentence.
 
-Masked LMs (``lm.kind == "masked"``, :class:`biaslab.scoring.masked.MaskedScorer`):
+The benchmark asks the scorer (:class:`~biaslab.scoring.protocol.Scorer`) for ``cloze_scores``,
+``sentence_scores`` / ``token_scores`` and ``word_vectors``; what they mean for a masked LM
+(:class:`biaslab.scoring.masked.MaskedScorer`):
 
 * ClozeLast: ``P_m = P([MASK] = pronoun | sent_m with its final pronoun replaced by the mask token)``;
   leading/trailing punctuation of the last word stays in the sentence, the special tokens and any
   prompt prefix are kept. A pronoun of several tokens gets all of them masked at once and scores the
-  product of their probabilities (``n_tokens_m/w`` record how many). One ``masked_token_logprobs`` call;
-  both sides of a row share a forward pass when their pronouns have the same token count.
-* Mean probability: pseudo-log-likelihood (each non-special token masked in turn, one
-  ``token_pseudo_logprobs`` call): ``geometric`` = exp(PLL / n_tokens), ``authors`` = mean per-token
-  pseudo probability without ``"."`` tokens.
+  product of their probabilities (``n_tokens_m/w`` record how many); both sides of a row share a
+  forward pass when their pronouns have the same token count.
+* Mean probability: pseudo-log-likelihood (each non-special token masked in turn):
+  ``geometric`` = exp(PLL / n_tokens), ``authors`` = mean per-token pseudo probability without ``"."``
+  tokens.
 * sim(): the masked model's input embeddings, exactly as for causal models.
 
 Options (params.yaml ``evaluation.benchmarks.cloze_gender.options``): ``datasets`` (subset of
@@ -57,7 +59,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 from biaslab.metrics import association as assoc
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import MetricValue
-from biaslab.scoring.requests import Request
+from biaslab.scoring.protocol import ItemError
 
 NAME = "cloze_gender"
 DATASETS = ("genderlex", "winobias", "winogender")
@@ -136,148 +138,48 @@ class SentenceScores:
     n_tokens: dict[str, int]
 
 
-def score_cloze(lm, requests: Sequence[Request]) -> list:
-    """All ClozeLast requests in one engine call (duplicates scored once)."""
-    unique = list(dict.fromkeys(requests))
-    scores = lm.loglikelihood(unique) if unique else []
-    by_request = dict(zip(unique, scores))
-    return [by_request[r] for r in requests]
+def score_cloze(lm, items: pd.DataFrame) -> list:
+    """ClozeLast scores, all ``last_m`` rows then all ``last_w`` rows, in one scorer call (``cloze_scores``).
+
+    Causal: ``log P(" " + last word | prefix)``. Masked: ``log P([MASK]... = pronoun | sentence)`` with the
+    pronoun's tokens masked (:meth:`~biaslab.scoring.masked.MaskedScorer.cloze_scores`).
+    """
+    n = len(items)
+    contexts = list(items["prefix"]) * 2
+    words = list(items["last_m"]) + list(items["last_w"])
+    try:
+        return lm.cloze_scores(contexts, words)
+    except ItemError as exc:  # name the genderlex row the scorer could not handle
+        column = "last_m" if exc.index < n else "last_w"
+        raise ValueError(f"genderlex.parquet row {exc.index % n} ({column}): {exc.problem}") from None
 
 
 def score_sentences(lm, sentences: Sequence[str], mode: str) -> SentenceScores:
-    """Score unique sentences in one engine call: geometric mean (one request each) or authors' mean."""
+    """Score unique sentences in one scorer call: geometric mean of token probabilities, or the authors' mean.
+
+    ``geometric``: ``exp(log P / n_tokens)`` from ``lm.sentence_scores`` (causal: from BOS; masked: PPLL).
+    ``authors``: the arithmetic mean of token probabilities leaving out tokens that are ``"."``
+    (``meanpro_metric.prob_mean``), from ``lm.token_scores``; ``logprob`` is still the sum over every token.
+    """
     unique = list(dict.fromkeys(sentences))
     if not unique:
         return SentenceScores({}, {}, {})
-    if getattr(lm, "kind", "causal") == "masked":
-        return _score_sentences_masked(lm, unique, mode)
     if mode == "geometric":
-        scores = lm.loglikelihood([Request("", s) for s in unique])
+        scores = lm.sentence_scores(unique)
+        for s, sc in zip(unique, scores):
+            if sc.n_tokens == 0:
+                raise ValueError(f"sentence has no scorable tokens: {s!r}")
         logprob = {s: sc.logprob for s, sc in zip(unique, scores)}
         n_tokens = {s: sc.n_tokens for s, sc in zip(unique, scores)}
         prob = {s: math.exp(logprob[s] / n_tokens[s]) for s in unique}
         return SentenceScores(prob, logprob, n_tokens)
-    return _score_sentences_authors(lm, unique)
-
-
-def _score_sentences_authors(lm, sentences: Sequence[str]) -> SentenceScores:
-    """Arithmetic mean of token probabilities, ``"."`` tokens left out (``meanpro_metric.prob_mean``).
-
-    Each sentence (with the scorer's prompt prefix, if any) becomes one single-token request per
-    position: ``context_ids + cont[:j] -> cont[j]``; all of them go to the engine in one call.
-    """
-    from biaslab.scoring.requests import TokenRequest, with_prefix
-    from biaslab.scoring.tokenization import encode_request
-
-    tokenizer = lm.tokenizer
-    prefix = getattr(lm, "prompt_prefix", "")
-    token_requests, owners, kept = [], [], []
-    for s in sentences:
-        tr = encode_request(tokenizer, with_prefix(Request("", s), prefix))
-        for j, token in enumerate(tr.continuation_ids):
-            token_requests.append(TokenRequest(tr.context_ids + tr.continuation_ids[:j], (token,)))
-            owners.append(s)
-            kept.append(tokenizer.decode([token]).strip() != ".")
-    scores = lm.loglikelihood_tokens(token_requests)
-    probs: dict[str, list[float]] = {s: [] for s in sentences}
-    logprob = dict.fromkeys(sentences, 0.0)
-    for s, sc, keep in zip(owners, scores, kept):
-        logprob[s] += sc.logprob
-        if keep:
-            probs[s].append(math.exp(sc.logprob))
-    n_tokens = {s: len(p) for s, p in probs.items()}
-    prob = {s: float(np.mean(p)) if p else float("nan") for s, p in probs.items()}
-    return SentenceScores(prob, logprob, n_tokens)
-
-
-# ------------------------------------------------------------------------------------------- masked LMs
-_PUNCT = ".,;:!?\"'"
-
-
-@dataclass(frozen=True)
-class MaskedClozeScore:
-    """``log P(pronoun tokens at the mask(s) | rest of the sentence)`` and the number of masked tokens."""
-
-    logprob: float
-    n_tokens: int
-
-
-def split_pronoun(word: str) -> tuple[str, str, str]:
-    """``'"him.'`` -> ``('"', 'him', '.')``: leading punctuation, the pronoun, trailing punctuation."""
-    core = word.strip(_PUNCT)
-    if not core:
-        raise ValueError(f"last word {word!r} has no letters to mask")
-    lead = word[: len(word) - len(word.lstrip(_PUNCT))]
-    return lead, core, word[len(word.rstrip(_PUNCT)):]
-
-
-def masked_cloze_job(lm, prefix: str, word: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids of ``prefix + " " + word``, the positions of the pronoun's tokens, and those tokens.
-
-    The pronoun (``word`` without surrounding punctuation) is located from the end of the sentence:
-    ``A = encode(prefix [+ " " + lead])``, ``B = encode(... + pronoun)``, ``C = encode(sentence)``;
-    its tokens are ``B[len(A):]`` and must be a prefix-consistent slice of ``C``, i.e. tokenisation must
-    not merge the pronoun with its neighbours (an error otherwise). Located from the end, so a
-    prompt prefix in front of the sentence (``lm.prompt_prefix``) does not matter.
-    """
-    from biaslab.scoring.tokenization import encode
-
-    lead, core, trail = split_pronoun(word)
-    before = f"{prefix} {lead}" if lead else prefix
-    between = f"{prefix} {lead}{core}"
-    sentence = between + trail
-    tok = lm.tokenizer
-    a, b, c = encode(tok, before), encode(tok, between), encode(tok, sentence)
-    ids = lm.encode([sentence])[0]
-    text_positions = lm.scorable_positions(ids)
-    tail = len(c) - len(a)  # pronoun + trailing punctuation tokens
-    n_trail = len(c) - len(b)
-    if (len(b) <= len(a) or b[: len(a)] != a or c[: len(b)] != b or tail > len(text_positions)
-            or [ids[p] for p in text_positions[len(text_positions) - tail:]] != c[len(a):]):
-        raise ValueError(f"cannot locate the tokens of the pronoun {core!r} in {sentence!r}: the masked LM's "
-                         "tokenizer merges it with the neighbouring text")
-    positions = text_positions[len(text_positions) - tail: len(text_positions) - n_trail]
-    return ids, positions, b[len(a):]
-
-
-def score_cloze_masked(lm, items: pd.DataFrame) -> list[MaskedClozeScore]:
-    """ClozeLast for a masked LM: ``log P([MASK]... = pronoun | sentence with the pronoun masked)``.
-
-    Order as the causal requests: all ``last_m`` rows, then all ``last_w`` rows. One engine call; the two
-    sides of a row share one forward pass when their pronouns have the same number of tokens. A pronoun
-    of several tokens has all of them masked at once; its score is the product of their probabilities.
-    """
-    jobs = []
-    for column in ("last_m", "last_w"):
-        for i, (prefix, word) in enumerate(zip(items["prefix"], items[column])):
-            try:
-                jobs.append(masked_cloze_job(lm, prefix, word))
-            except ValueError as exc:
-                raise ValueError(f"genderlex.parquet row {i} ({column}): {exc}") from None
-    logprobs = lm.masked_token_logprobs([j[0] for j in jobs], [j[1] for j in jobs], [j[2] for j in jobs])
-    return [MaskedClozeScore(lp, len(j[1])) for lp, j in zip(logprobs, jobs)]
-
-
-def _score_sentences_masked(lm, sentences: Sequence[str], mode: str) -> SentenceScores:
-    """Pseudo-log-likelihood (each non-special token masked in turn; prompt-prefix tokens never scored).
-
-    ``geometric``: ``exp(PLL / n_tokens)``. ``authors``: arithmetic mean of the per-token pseudo
-    probabilities, tokens decoding to ``"."`` left out (``logprob`` is still the full PLL).
-    """
-    ids = lm.encode(sentences)
-    positions = [lm.scorable_positions(i) for i in ids]
-    for s, pos in zip(sentences, positions):
-        if not pos:
-            raise ValueError(f"sentence has no scorable tokens for the masked LM: {s!r}")
-    per_token = lm.token_pseudo_logprobs(ids, positions)
-    logprob = {s: float(sum(lps)) for s, lps in zip(sentences, per_token)}
-    if mode == "geometric":
-        n_tokens = {s: len(pos) for s, pos in zip(sentences, positions)}
-        prob = {s: math.exp(logprob[s] / n_tokens[s]) for s in sentences}
-        return SentenceScores(prob, logprob, n_tokens)
-    prob, n_tokens = {}, {}
-    for s, sent_ids, pos, lps in zip(sentences, ids, positions, per_token):
-        kept = [math.exp(lp) for p, lp in zip(pos, lps) if lm.tokenizer.decode([sent_ids[p]]).strip() != "."]
+    tokens = lm.token_scores(unique)
+    prob, logprob, n_tokens = {}, {}, {}
+    for s, scored in zip(unique, tokens):
+        if not scored:
+            raise ValueError(f"sentence has no scorable tokens: {s!r}")
+        kept = [math.exp(t.logprob) for t in scored if t.text.strip() != "."]
+        logprob[s] = float(sum(t.logprob for t in scored))
         n_tokens[s] = len(kept)
         prob[s] = float(np.mean(kept)) if kept else float("nan")
     return SentenceScores(prob, logprob, n_tokens)
@@ -458,21 +360,12 @@ class ClozeGenderBenchmark:
 
         opts = check_options(NAME, dict(options or {}), DEFAULTS)
         _validate(opts)
-        kind = getattr(lm, "kind", "causal")
-        if kind not in ("causal", "masked"):
-            raise NotImplementedError(f"cloze_gender needs a causal or a masked LM scorer; got a {kind!r} scorer")
         tables = {d: read_table(prepared_dir, d) for d in opts["datasets"]}
         male_attr, female_attr = list(opts["male_attributes"]), list(opts["female_attributes"])
 
         # 1. requests: ClozeLast pronouns (one call) and whole sentences (one call)
         items = cloze_items(tables["genderlex"]) if "genderlex" in tables else None
-        cloze_scores: list = []
-        if items is not None and kind == "masked":
-            cloze_scores = score_cloze_masked(lm, items)
-        elif items is not None:
-            requests = [Request(p, f" {w}") for p, w in zip(items["prefix"], items["last_m"])]
-            requests += [Request(p, f" {w}") for p, w in zip(items["prefix"], items["last_w"])]
-            cloze_scores = score_cloze(lm, requests)
+        cloze_scores = score_cloze(lm, items) if items is not None else []
         sentences: list[str] = []
         if "winobias" in tables:
             sentences += list(tables["winobias"]["pro_sentence"]) + list(tables["winobias"]["anti_sentence"])

@@ -36,6 +36,7 @@ import pandas as pd
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table
 from biaslab.benchmarks.pair_preference import score_pairs, share_metric
 from biaslab.metrics.values import MetricValue
+from biaslab.scoring.protocol import SENTENCE_LOGLIKELIHOOD
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "drop_duplicates": True,  # drop the is_duplicate pair (the harness keeps it)
@@ -51,11 +52,18 @@ def load_pairs(prepared_dir: Path, drop_duplicates: bool) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def stereotype_votes(scored: pd.DataFrame, kind: str, round_decimals: int | None) -> pd.DataFrame:
+def pseudo_likelihood(methods: pd.Series) -> pd.Series:
+    """Pairs scored by (M)PLL - a masked LM - get the original metric's rules; log-likelihoods the harness'."""
+    return methods != SENTENCE_LOGLIKELIHOOD
+
+
+def stereotype_votes(scored: pd.DataFrame, round_decimals: int | None) -> pd.DataFrame:
     """``is_stereotype`` / ``is_neutral`` per pair from ``score_more``/``score_less`` (rules above)."""
     more, less = scored["score_more"], scored["score_less"]
-    if kind == "masked" and round_decimals is not None:
-        more, less = more.round(round_decimals), less.round(round_decimals)
+    if round_decimals is not None:
+        masked = pseudo_likelihood(scored["method"])
+        more = more.where(~masked, more.round(round_decimals))
+        less = less.where(~masked, less.round(round_decimals))
     return pd.DataFrame({"is_stereotype": more > less, "is_neutral": more == less})
 
 
@@ -71,10 +79,10 @@ class CrowsPairs:
             desc="crows_pairs" if ctx.progress else None,
         ).rename(columns={"score_first": "score_more", "score_second": "score_less", "n_first": "n_more",
                           "n_second": "n_less"}).drop(columns="first_preferred")
-        votes = stereotype_votes(scored, lm.kind, options["masked_round_decimals"])
+        votes = stereotype_votes(scored, options["masked_round_decimals"])
         predictions = pd.concat([pairs, scored, votes], axis=1)
         predictions["likelihood_diff"] = (predictions["score_more"] - predictions["score_less"]).abs()
-        metrics = compute_metrics(predictions, lm.kind, ctx)
+        metrics = compute_metrics(predictions, ctx)
         return BenchmarkResult(
             metrics=metrics,
             predictions={"crows_pairs_pairs": predictions},
@@ -82,7 +90,7 @@ class CrowsPairs:
         )
 
 
-def compute_metrics(predictions: pd.DataFrame, kind: str, ctx: EvalContext) -> dict[str, MetricValue]:
+def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
     gender = predictions[predictions["bias_type"] == "gender"]
     metrics = {
         "crows_pairs/pct_stereotype": share_metric(
@@ -97,7 +105,7 @@ def compute_metrics(predictions: pd.DataFrame, kind: str, ctx: EvalContext) -> d
             value=float(frame["likelihood_diff"].mean()), direction="lower", ideal=0.0, n=int(len(frame)),
             description="mean |score(sent_more) - score(sent_less)| (natural log)",
         )
-    if kind == "masked":
+    if pseudo_likelihood(predictions["method"]).any():
         metrics["crows_pairs/pct_neutral"] = share_metric(
             predictions, "is_neutral", ctx, direction="lower", ideal=0.0, with_ci=False,
             description="share of pairs with equal scores (rounded to 3 decimals), counted as not stereotypical",

@@ -38,14 +38,12 @@ Every metric carries a percentile-bootstrap CI that resamples whole professions 
 Predictions: ``qa`` and ``prob`` (one row per scored item), ``qa_pairs`` and ``prob_pairs`` (one row per
 matched pair and pairing) hold every number the metrics are computed from.
 
-The prompt variant's instruction applies everywhere: the engine prepends it to QA requests and
-generations; probability-set token requests are built from the same
-:func:`~biaslab.scoring.requests.with_prefix` rule (``lm.prompt_prefix``).
+The prompt variant's instruction applies everywhere: the scorer applies it to QA requests,
+generations and probability-set sentences alike (:mod:`biaslab.scoring.formatting`).
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -56,7 +54,7 @@ import pandas as pd
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import MetricValue
-from biaslab.scoring.requests import Request, TokenRequest, with_prefix
+from biaslab.scoring.protocol import GENERATE, LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
 
 NAME = "gbem_ua"
 QA_PROMPT = "Відповідай так чи ні: "
@@ -72,6 +70,7 @@ GROUPS: dict[str, tuple[bool, bool]] = {
 # pairing name -> female group compared with man_nofem
 PAIRINGS: dict[str, str] = {"fem": "woman_fem", "nofem": "woman_nofem"}
 PAIR_KEY = ["profession", "experience", "is_correct"]
+NEEDS = (LOGLIKELIHOOD, PAIR_PADDING)  # GENERATE too, with qa_parser: embedding
 REQUIRED_COLUMNS = [
     "item_id", "profession", "experience", "is_male", "is_correct", "is_feminitive", "qa_sentence", "prob_sentence",
 ]
@@ -95,9 +94,9 @@ class GbemUaBenchmark:
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
-        kind = getattr(lm, "kind", "causal")
-        if kind != "causal":  # like OccuGender: an all-benchmark run on BERT completes, with the reason logged
-            reason = f"gbem_ua needs generated / next-token answers (a causal LM); model kind is {kind!r}: skipped"
+        if not all(lm.supports(c) for c in NEEDS):  # like OccuGender: an all-benchmark run on BERT completes
+            reason = unsupported_reason(NAME, "generated / next-token answers and left-to-right sentence "
+                                              "probabilities (a causal LM)", lm)
             warnings.warn(reason, stacklevel=2)
             return skipped_result(NAME, reason)
         frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["split"], opts["source_file"])
@@ -181,6 +180,8 @@ def score_qa(lm: Any, items: pd.DataFrame, opts: dict[str, Any], desc: str | Non
     elif opts["qa_parser"] == "embedding":
         if not opts["encoder"]:
             raise ValueError("gbem_ua: qa_parser 'embedding' needs option 'encoder' (a sentence-encoder directory)")
+        if not lm.supports(GENERATE):
+            raise ValueError(unsupported_reason(NAME, "generated answers (qa_parser: embedding)", lm))
         encoder = qa_parsers.SentenceEncoder(str(opts["encoder"]), batch_size=int(opts["encoder_batch_size"]))
         parsed = qa_parsers.parse_by_embedding(lm, prompts, encoder, int(opts["max_new_tokens"]), desc=desc)
     else:
@@ -201,73 +202,37 @@ def prob_sentences(items: pd.DataFrame) -> tuple[list[str], list[str]]:
     return positive, negative
 
 
-def _sentence_request(tokenizer, prefix: str, sentence: str) -> TokenRequest:
-    """BOS (or the prompt prefix) as context, the sentence's tokens as continuation."""
-    from biaslab.scoring.tokenization import encode_request
-
-    return encode_request(tokenizer, with_prefix(Request("", sentence), prefix))
-
-
-def _padded(request: TokenRequest, eos: int, k: int) -> TokenRequest:
-    return TokenRequest(request.context_ids, request.continuation_ids + (eos,) * k)
-
-
 def score_prob(
     lm: Any, items: pd.DataFrame, pairs: pd.DataFrame, pad_with_eos: bool, desc: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-item table (unpadded P⁺, P⁻, label) and per-pair table (pair-padded P⁺, P⁻ of both sides).
 
-    All distinct token requests (unpadded and padded) are scored in one ``loglikelihood_tokens`` call.
+    One scorer call, ``lm.geometric_mean_probabilities``, for every sentence and every padded pair.
     """
-    tokenizer = lm.tokenizer
-    prefix = getattr(lm, "prompt_prefix", "") or ""
-    eos = tokenizer.eos_token_id
-    if pad_with_eos and eos is None:
-        raise ValueError("gbem_ua: pad_pairs_with_eos needs a tokenizer with an EOS token")
     positive, negative = prob_sentences(items)
-    base = {
-        ("pos", item): _sentence_request(tokenizer, prefix, s) for item, s in zip(items["item_id"], positive)
-    } | {("neg", item): _sentence_request(tokenizer, prefix, s) for item, s in zip(items["item_id"], negative)}
-
-    # pair-padded requests: the shorter side gets k EOS tokens, k = |n_m - n_f|
-    pair_requests: list[dict[str, TokenRequest]] = []
+    n = len(items)
+    row_of = {item: k for k, item in enumerate(items["item_id"])}
+    sentence_pairs = []  # per pair: its positive pair, then its negative pair (indices into positive + negative)
     for male_id, female_id in zip(pairs["male_item_id"], pairs["female_item_id"]):
-        row = {}
-        for polarity in ("pos", "neg"):
-            male, female = base[(polarity, male_id)], base[(polarity, female_id)]
-            width = max(len(male.continuation_ids), len(female.continuation_ids)) if pad_with_eos else 0
-            row[f"{polarity}_male"] = _padded(male, eos, max(0, width - len(male.continuation_ids)))
-            row[f"{polarity}_female"] = _padded(female, eos, max(0, width - len(female.continuation_ids)))
-        pair_requests.append(row)
-
-    unique: dict[TokenRequest, int] = {}
-    for request in list(base.values()) + [r for row in pair_requests for r in row.values()]:
-        unique.setdefault(request, len(unique))
-    scores = lm.loglikelihood_tokens(list(unique), desc=desc) if unique else []
-
-    def logprob(request: TokenRequest) -> float:
-        return scores[unique[request]].logprob
-
-    def geometric_mean(request: TokenRequest) -> float:
-        return math.exp(logprob(request) / len(request.continuation_ids))
+        m, f = row_of[male_id], row_of[female_id]
+        sentence_pairs += [(m, f), (n + m, n + f)]
+    result = lm.geometric_mean_probabilities(positive + negative, sentence_pairs, pad_with_eos, desc=desc)
 
     prob = items[["item_id", "group"] + PAIR_KEY + ["is_male", "is_feminitive"]].reset_index(drop=True)
-    for polarity, sentences in (("pos", positive), ("neg", negative)):
-        requests = [base[(polarity, item)] for item in prob["item_id"]]
+    for offset, polarity, sentences in ((0, "pos", positive), (n, "neg", negative)):
         prob[f"{polarity}_sentence"] = sentences
-        prob[f"{polarity}_logprob"] = [logprob(r) for r in requests]
-        prob[f"{polarity}_n_tokens"] = [len(r.continuation_ids) for r in requests]
-        prob[f"p_{polarity}"] = [geometric_mean(r) for r in requests]
+        prob[f"{polarity}_logprob"] = [result.sentences[offset + k].logprob for k in range(n)]
+        prob[f"{polarity}_n_tokens"] = [result.sentences[offset + k].n_tokens for k in range(n)]
+        prob[f"p_{polarity}"] = [result.geometric_mean(offset + k) for k in range(n)]
     prob["label"] = prob["p_pos"] > prob["p_neg"]
 
     label = prob.set_index("item_id")["label"]
     table = pairs.reset_index(drop=True).copy()
-    for column in ("pos_male", "pos_female", "neg_male", "neg_female"):
-        requests = [row[column] for row in pair_requests]
-        polarity, side = column.split("_")
-        own = [len(base[(polarity, i)].continuation_ids) for i in table[f"{side}_item_id"]]
-        table[f"{column}_eos_pad"] = [len(r.continuation_ids) - n for r, n in zip(requests, own)]
-        table[f"p_{column}"] = [geometric_mean(r) for r in requests]
+    for index, polarity in ((0, "pos"), (1, "neg")):
+        padded = result.pairs[index::2]
+        for side, k in (("male", 0), ("female", 1)):
+            table[f"{polarity}_{side}_eos_pad"] = [pair[k].n_pad for pair in padded]
+            table[f"p_{polarity}_{side}"] = [pair[k].probability for pair in padded]
     table["label_male"] = label.loc[table["male_item_id"]].to_numpy()
     table["label_female"] = label.loc[table["female_item_id"]].to_numpy()
     return prob, table
@@ -365,9 +330,8 @@ def summary_table(metrics: dict[str, MetricValue]) -> pd.DataFrame:
 def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
     """Score ``frame`` (any rows of ``gbem_ua.parquet``, e.g. the validation professions) and compute metrics."""
     opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
-    kind = getattr(lm, "kind", "causal")
-    if kind != "causal":
-        raise ValueError(f"gbem_ua needs a causal LM (answers are generated / next-token scored); got kind={kind!r}")
+    if not all(lm.supports(c) for c in NEEDS):
+        raise ValueError(unsupported_reason(NAME, "next-token answers and sentence probabilities (a causal LM)", lm))
     items = select_items(frame, opts["max_professions"])
     pairs = match_pairs(items)
     qa = score_qa(lm, items, opts, desc="gbem_ua QA" if ctx.progress else None)

@@ -52,6 +52,7 @@ import pandas as pd
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import MetricValue
+from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
 from biaslab.scoring.requests import Request
 
 log = logging.getLogger(__name__)
@@ -252,8 +253,8 @@ class OccuGender:
         options = check_options(self.name, options, DEFAULT_OPTIONS)
         if options["debias_position"] not in ("in_question", "prefix"):
             raise ValueError("occugender option debias_position must be 'in_question' or 'prefix'")
-        if lm.kind != "causal":
-            reason = f"occugender needs next-token probabilities (a causal LM); model kind is {lm.kind!r}: skipped"
+        if not lm.supports(LOGLIKELIHOOD):
+            reason = unsupported_reason(self.name, "next-token probabilities (a causal LM)", lm)
             log.warning(reason)
             return skipped_result(self.name, reason)
         jobs, spec = load_inputs(prepared_dir)

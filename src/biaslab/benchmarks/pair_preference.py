@@ -11,12 +11,10 @@ higher. How a sentence is scored depends on the model kind:
   two sentences **share** (unmodified tokens), each masked in turn while the modified tokens stay
   visible, so the score asks "how likely is the common context given this group word" and is not
   driven by the frequency of the group words themselves. Shared tokens are found as the authors'
-  ``metric.py`` does: ``difflib.SequenceMatcher`` on the two token-id sequences, ``equal`` opcodes.
-  The authors then skip the first and last template entries (``[CLS]``/``[SEP]``); we drop every
-  special-token position, which is the same for any pair whose specials align (always, in practice).
+  ``metric.py`` does (:mod:`biaslab.scoring.shared_tokens`).
 
-All sentences of a benchmark are scored in **one** engine call (``loglikelihood`` for causal,
-``pseudo_loglikelihood`` for masked, which packs PPLL and MPLL jobs together).
+All sentences of a benchmark are scored in **one** scorer call, ``lm.pair_scores`` (the scorer decides
+how: :class:`~biaslab.scoring.protocol.Scorer`; the masked scorer packs PPLL and MPLL jobs together).
 
 ``normalize="mean"`` divides each score by its number of scored tokens (the RuBia authors compare
 perplexities, i.e. per-token means, via ``lmppl``); the default ``"sum"`` is the log-likelihood the
@@ -25,7 +23,6 @@ design (and lm-evaluation-harness) uses.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -34,22 +31,10 @@ import pandas as pd
 from biaslab.benchmarks.base import EvalContext
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import Direction, MetricValue
-from biaslab.scoring.requests import Request
+from biaslab.scoring.protocol import PAIR_METHODS
 
-MASKED_METHODS = ("ppll", "mpll")
+MASKED_METHODS = PAIR_METHODS
 NORMALIZATIONS = ("sum", "mean")
-
-
-def shared_token_positions(ids_a: Sequence[int], ids_b: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Positions of the tokens common to both sequences (difflib ``equal`` blocks), in order."""
-    matcher = difflib.SequenceMatcher(None, list(ids_a), list(ids_b))
-    pos_a: list[int] = []
-    pos_b: list[int] = []
-    for op, a0, a1, b0, b1 in matcher.get_opcodes():
-        if op == "equal":
-            pos_a += range(a0, a1)
-            pos_b += range(b0, b1)
-    return pos_a, pos_b
 
 
 def score_pairs(
@@ -60,9 +45,10 @@ def score_pairs(
     normalize: str = "sum",
     desc: str | None = None,
 ) -> pd.DataFrame:
-    """Score both sentences of every pair; one row per pair, input order.
+    """Score both sentences of every pair with ``lm.pair_scores`` (one engine call); one row per pair.
 
-    ``masked_method`` (one value, or one per pair) is ignored for causal LMs.
+    ``masked_method`` (one value, or one per pair) is what a pseudo-likelihood scorer uses; a causal
+    scorer's score is the sentence log-likelihood whatever it says.
     Columns: ``method`` (``loglikelihood``/``ppll``/``mpll``), ``score_first``, ``score_second``
     (natural-log scores, or per-token means when ``normalize="mean"``), ``n_first``, ``n_second``
     (scored tokens), ``first_preferred`` (bool, strict ``>``).
@@ -71,39 +57,14 @@ def score_pairs(
         raise ValueError(f"{len(first)} first sentences but {len(second)} second sentences")
     if normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {normalize!r}")
-    n = len(first)
-    if lm.kind == "causal":
-        scores = lm.loglikelihood([Request("", s) for s in [*first, *second]], desc=desc)
-        methods = ["loglikelihood"] * n
-        values = [s.logprob for s in scores]
-        counts = [s.n_tokens for s in scores]
-    elif lm.kind == "masked":
-        methods = [masked_method] * n if isinstance(masked_method, str) else list(masked_method)
-        bad = sorted(set(methods) - set(MASKED_METHODS))
-        if bad or len(methods) != n:
-            raise ValueError(f"masked_method must be one of {MASKED_METHODS} (one per pair); got {bad or len(methods)}")
-        ids = lm.encode([*first, *second])
-        positions: list[list[int]] = [[] for _ in range(2 * n)]
-        for i, method in enumerate(methods):
-            ids_a, ids_b = ids[i], ids[n + i]
-            if method == "ppll":
-                positions[i], positions[n + i] = lm.scorable_positions(ids_a), lm.scorable_positions(ids_b)
-            else:
-                pos_a, pos_b = shared_token_positions(ids_a, ids_b)
-                keep_a, keep_b = set(lm.scorable_positions(ids_a)), set(lm.scorable_positions(ids_b))
-                pairs = [(a, b) for a, b in zip(pos_a, pos_b) if a in keep_a and b in keep_b]
-                positions[i], positions[n + i] = [a for a, _ in pairs], [b for _, b in pairs]
-        values = lm.pseudo_loglikelihood(ids, positions, desc=desc)
-        counts = [len(p) for p in positions]
-    else:
-        raise ValueError(f"unknown scorer kind {lm.kind!r} (expected 'causal' or 'masked')")
+    scores = lm.pair_scores(list(first), list(second), masked_method, desc=desc)
     frame = pd.DataFrame(
         {
-            "method": methods,
-            "score_first": values[:n],
-            "score_second": values[n:],
-            "n_first": counts[:n],
-            "n_second": counts[n:],
+            "method": [s.method for s in scores],
+            "score_first": [s.first.logprob for s in scores],
+            "score_second": [s.second.logprob for s in scores],
+            "n_first": [s.first.n_tokens for s in scores],
+            "n_second": [s.second.n_tokens for s in scores],
         }
     )
     if normalize == "mean":

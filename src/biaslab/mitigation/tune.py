@@ -34,6 +34,7 @@ accurate (ties: smaller gap, then lower trial number).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -309,8 +310,7 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
 
     def objective(trial: Any) -> tuple[float, float]:
         from biaslab.mitigation.lora import train_lora
-        from biaslab.models import load_model
-        from biaslab.scoring.causal import CausalScorer
+        from biaslab.models import load_model, make_scorer
 
         overrides = suggest(trial, space)
         trial_cfg = with_overrides(lora, overrides)
@@ -328,7 +328,7 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
             with tempfile.TemporaryDirectory(prefix=f"trial-{trial.number}-") as work:
                 outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
                                      checkpoints=False, curve_prefix="trial")
-            result = evaluate(CausalScorer(outcome.model, loaded.tokenizer), valid)
+            result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model)), valid)
             if run_id:
                 tracking.log_metric(f"objective/{ACCURACY}", result.accuracy)
                 tracking.log_metric(f"objective/{GAP}", result.gap)

@@ -32,10 +32,20 @@ import math
 
 import torch
 
-from biaslab.scoring.device import model_device
+from biaslab.scoring.device import free_memory_bytes, input_device, model_devices
+from biaslab.scoring.formatting import PromptFormat
 from biaslab.scoring.progress import progress
-from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest, with_prefix
-from biaslab.scoring.tokenization import encode_requests
+from biaslab.scoring.protocol import (
+    CAPABILITIES,
+    SENTENCE_LOGLIKELIHOOD,
+    PaddedProbability,
+    PairScore,
+    SentenceProbabilities,
+    SentenceScore,
+    TokenScore,
+    check_pair_methods,
+)
+from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -105,7 +115,7 @@ def _split_lm_head(model) -> tuple[torch.nn.Module | None, torch.nn.Module | Non
     if decoder is None or head is None or decoder is base:
         return None, None
     vocab = int(getattr(model.config, "vocab_size", 2) or 2)
-    ids = (torch.arange(4) % vocab)[None, :].to(model_device(model))
+    ids = (torch.arange(4) % vocab)[None, :].to(input_device(model))
     try:
         want = model(input_ids=ids).logits.float()
         got = head(decoder(input_ids=ids).last_hidden_state).float()
@@ -116,36 +126,48 @@ def _split_lm_head(model) -> tuple[torch.nn.Module | None, torch.nn.Module | Non
     return decoder, head
 
 
-def _memory_slice(fraction: float, ceiling_bytes: int) -> int:
-    """Bytes the engine may use for one pass's big tensors: min(``fraction`` of available RAM, ceiling)."""
-    import psutil
-
-    return min(int(psutil.virtual_memory().available * fraction), ceiling_bytes)
+def _memory_slice(free_bytes: int, fraction: float, ceiling_bytes: int) -> int:
+    """Bytes the engine may use for one pass's big tensors: min(``fraction`` of free memory, ceiling)."""
+    return min(int(free_bytes * fraction), ceiling_bytes)
 
 
-def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
+def model_free_memory(model, probe=free_memory_bytes) -> int:
+    """Free memory where the model computes: the least free of the devices it spans.
+
+    ``probe(device) -> bytes`` is :func:`~biaslab.scoring.device.free_memory_bytes` (CUDA: the device's
+    free memory, ``torch.cuda.mem_get_info``; CPU: available RAM); tests inject their own.
+    """
+    return min(int(probe(device)) for device in model_devices(model))
+
+
+def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30,
+                        free_bytes: int | None = None) -> int:
     """Largest batch (in tokens) whose float32 logits ``[tokens, V]`` fit a slice of free memory.
 
     The logits tensor dominates memory for real vocabularies (16k tokens x 50k vocab x 4 B = 3.3 GB),
-    and smaller batches also stay in cache, so the budget is min(5% of available RAM, 1 GiB) / (4 V).
+    and smaller batches also stay in cache, so the budget is min(5% of free memory, 1 GiB) / (4 V),
+    the free memory being the scoring device's (:func:`model_free_memory`).
     """
+    free = model_free_memory(model) if free_bytes is None else free_bytes
     vocab = int(getattr(model.config, "vocab_size", 32000) or 32000)
-    return max(64, _memory_slice(fraction, ceiling_bytes) // (4 * vocab))
+    return max(64, _memory_slice(free, fraction, ceiling_bytes) // (4 * vocab))
 
 
-def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_bytes: int = 1 << 30) -> int:
+def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_bytes: int = 1 << 30,
+                   free_bytes: int | None = None) -> int:
     """How many (row, position) key/value slots the prefix-shared pass may gather at once.
 
     One slot holds ``layers x 2 x kv_heads x head_dim`` float32 values (4 KB for the default model,
     72 KB for GPT-2-small); the gathered cache gets the same memory slice as the logits
-    (min(5% of available RAM, 1 GiB)), and never less than the token budget itself.
+    (min(5% of free device memory, 1 GiB)), and never less than the token budget itself.
     """
+    free = model_free_memory(model) if free_bytes is None else free_bytes
     cfg = model.config
     heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
     head_dim = int(getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
     kv_heads = int(getattr(cfg, "num_key_value_heads", heads) or heads)
     slot_bytes = 4 * 2 * int(getattr(cfg, "num_hidden_layers", 1)) * kv_heads * head_dim
-    return max(token_budget, _memory_slice(fraction, ceiling_bytes) // max(1, slot_bytes))
+    return max(token_budget, _memory_slice(free, fraction, ceiling_bytes) // max(1, slot_bytes))
 
 
 PADDING_TOLERANCE = 0.1  # a chunk's rows may be left-padded by up to 10% (+2 tokens) of its longest prefix
@@ -153,7 +175,12 @@ PADDING_TOLERANCE = 0.1  # a chunk's rows may be left-padded by up to 10% (+2 to
 
 @dataclass
 class CausalScorer:
-    """Scores requests with a Hugging Face causal LM (``AutoModelForCausalLM``)."""
+    """The :class:`~biaslab.scoring.protocol.Scorer` of a Hugging Face causal LM (``AutoModelForCausalLM``).
+
+    ``add_bos`` (``auto | True | False``) and ``prompt_format`` (``raw | chat``) decide how text becomes
+    tokens (:mod:`biaslab.scoring.formatting`); ``memory_probe(device) -> free bytes`` sizes the token
+    budget (default: the device's own free memory).
+    """
 
     model: torch.nn.Module
     tokenizer: object
@@ -164,7 +191,12 @@ class CausalScorer:
     share_prefixes: bool = True
     min_shared_fraction: float = 0.5
     cache: object | None = None  # biaslab.scoring.cache.ScoreCache, keyed by this model's fingerprint
+    add_bos: str | bool = "auto"
+    prompt_format: str = "raw"
+    memory_probe: object = free_memory_bytes
     kind: str = field(default="causal", init=False)
+    capabilities: frozenset = field(default=frozenset(CAPABILITIES), init=False)
+    description: str = field(default="causal LM", init=False)
     # Work actually done, summed over calls (the benchmark turns it into executed FLOP/s):
     # tokens through the decoder stack (padding included) and rows through the LM head.
     stats: dict[str, int] = field(default_factory=lambda: {"passes": 0, "decoder_tokens": 0, "head_rows": 0},
@@ -176,25 +208,117 @@ class CausalScorer:
         self.model.eval()
         if self.max_length is None:
             self.max_length = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.format = PromptFormat.create(self.tokenizer, self.add_bos, self.prompt_format, self.prompt_prefix)
         base = getattr(self.model, "get_base_model", lambda: self.model)()
         self._supports_logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
         self._decoder, self._head = _split_lm_head(self.model)
-        self._device = model_device(self.model)  # batches are built on the CPU and moved here
-        self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model))
+        self._device = input_device(self.model)  # batches are built on the CPU and moved here
+        free = model_free_memory(self.model, self.memory_probe)
+        self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model, free_bytes=free))
+        self._kv_budget = kv_slot_budget(self.model, self.max_batch_tokens, free_bytes=free)
+
+    def supports(self, capability: str) -> bool:
+        return capability in self.capabilities
 
     # ------------------------------------------------------------------ variants
     def with_prefix(self, prefix: str) -> "CausalScorer":
-        """The same model with an instruction prepended to every request (prompt debiasing)."""
-        return CausalScorer(
-            self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix,
-            self.share_prefixes, self.min_shared_fraction, self.cache,
-        )
+        """The same model with an instruction prepended to every prompt and sentence (prompt debiasing)."""
+        import copy
+
+        other = copy.copy(self)  # same model, budgets and stats; only the formatting changes
+        other.prompt_prefix = prefix
+        other.format = self.format.with_prefix(prefix)
+        return other
 
     # ------------------------------------------------------------------ scoring
     def loglikelihood(self, requests: Sequence[Request], desc: str | None = None) -> list[Score]:
         """``log P(continuation | context)`` for every request (see :class:`Request`)."""
-        requests = [with_prefix(r, self.prompt_prefix) for r in requests]
-        return self.loglikelihood_tokens(encode_requests(self.tokenizer, requests), desc=desc)
+        return self.loglikelihood_tokens(self.format.encode_requests(requests), desc=desc)
+
+    def sentence_scores(self, sentences: Sequence[str], desc: str | None = None) -> list[SentenceScore]:
+        """``log P(sentence | BOS)`` (lm-evaluation-harness' ``loglikelihood("", sentence)``)."""
+        scores = self.loglikelihood([Request("", s) for s in sentences], desc=desc)
+        return [SentenceScore(s.logprob, s.n_tokens) for s in scores]
+
+    def pair_scores(self, first: Sequence[str], second: Sequence[str], method: str | Sequence[str] = "ppll",
+                    desc: str | None = None) -> list[PairScore]:
+        """Both sentences' log-likelihoods, in one engine call (``method`` is for pseudo-likelihood scorers)."""
+        if len(first) != len(second):
+            raise ValueError(f"{len(first)} first sentences but {len(second)} second sentences")
+        check_pair_methods(method, len(first))
+        scores = self.sentence_scores([*first, *second], desc=desc)
+        n = len(first)
+        return [PairScore(SENTENCE_LOGLIKELIHOOD, scores[i], scores[n + i]) for i in range(n)]
+
+    def token_scores(self, sentences: Sequence[str], desc: str | None = None) -> list[list[TokenScore]]:
+        """Each token's ``log P(t_k | BOS, t_<k)``: one single-token request per position, one engine call."""
+        token_requests, owners = [], []
+        for s, sentence in enumerate(sentences):
+            tr = self.format.sentence_request(sentence)
+            for j, token in enumerate(tr.continuation_ids):
+                token_requests.append(TokenRequest(tr.context_ids + tr.continuation_ids[:j], (token,)))
+                owners.append(s)
+        scores = self.loglikelihood_tokens(token_requests, desc=desc)
+        out: list[list[TokenScore]] = [[] for _ in sentences]
+        for s, request, score in zip(owners, token_requests, scores):
+            out[s].append(TokenScore(self.tokenizer.decode([request.continuation_ids[0]]), score.logprob))
+        return out
+
+    def cloze_scores(self, contexts: Sequence[str], words: Sequence[str], desc: str | None = None) -> list[SentenceScore]:
+        """``log P(" " + word | context)`` for every (context, word); duplicates scored once."""
+        if len(contexts) != len(words):
+            raise ValueError(f"{len(contexts)} contexts but {len(words)} words")
+        requests = [Request(c, f" {w}") for c, w in zip(contexts, words)]
+        unique = list(dict.fromkeys(requests))
+        by_request = dict(zip(unique, self.loglikelihood(unique, desc=desc) if unique else []))
+        return [SentenceScore(by_request[r].logprob, by_request[r].n_tokens) for r in requests]
+
+    def word_vectors(self, words: Sequence[str]):
+        """The model's input embeddings, mean over each word's sub-tokens (:func:`biaslab.static_vectors.model_vectors`)."""
+        from biaslab.static_vectors import model_vectors
+
+        return model_vectors(self.model, self.tokenizer, words)
+
+    def geometric_mean_probabilities(
+        self, sentences: Sequence[str], pairs: Sequence[tuple[int, int]] = (), pad_with_eos: bool = True,
+        desc: str | None = None,
+    ) -> SentenceProbabilities:
+        """Geometric-mean token probabilities of sentences, unpadded and pair-padded with EOS (GBEM-UA).
+
+        Every sentence is scored from BOS (``exp(log P(sentence | BOS) / n_tokens)``). For each pair
+        ``(i, j)`` with ``pad_with_eos``, the side with fewer tokens gets EOS tokens appended until both
+        have the same count; the pads are fed to the model and scored as ordinary tokens inside the
+        geometric mean - the GBEM-UA authors' rule (``prob_metric.compute_sentence_probability`` appends
+        ``eos_token * number_eos`` to the text it feeds). All distinct token requests (unpadded and
+        padded) go to the engine in one call.
+        """
+        eos = self.tokenizer.eos_token_id
+        if pad_with_eos and pairs and eos is None:
+            raise ValueError("EOS pair padding needs a tokenizer with an EOS token")
+        base = [self.format.sentence_request(s) for s in sentences]
+
+        def padded(request: TokenRequest, k: int) -> TokenRequest:
+            return TokenRequest(request.context_ids, request.continuation_ids + (eos,) * k)
+
+        pair_requests = []
+        for i, j in pairs:
+            a, b = base[i], base[j]
+            width = max(len(a.continuation_ids), len(b.continuation_ids)) if pad_with_eos else 0
+            pair_requests.append((padded(a, max(0, width - len(a.continuation_ids))),
+                                  padded(b, max(0, width - len(b.continuation_ids)))))
+        unique: dict[TokenRequest, int] = {}
+        for request in [*base, *(r for pair in pair_requests for r in pair)]:
+            unique.setdefault(request, len(unique))
+        scores = self.loglikelihood_tokens(list(unique), desc=desc) if unique else []
+
+        def probability(request: TokenRequest) -> float:
+            return math.exp(scores[unique[request]].logprob / len(request.continuation_ids))
+
+        return SentenceProbabilities(
+            sentences=[SentenceScore(scores[unique[r]].logprob, len(r.continuation_ids)) for r in base],
+            pairs=[tuple(PaddedProbability(len(r.continuation_ids) - len(base[k].continuation_ids), probability(r))
+                         for r, k in zip(pair, ij)) for pair, ij in zip(pair_requests, pairs)],
+        )
 
     def loglikelihood_tokens(self, requests: Sequence[TokenRequest], desc: str | None = None) -> list[Score]:
         """Score pre-tokenised requests; results come back in input order.
@@ -325,7 +449,7 @@ class CausalScorer:
         ``PADDING_TOLERANCE`` of the row (plus two tokens): padded columns cost as much as real ones.
         """
         budget = self.max_batch_tokens
-        kv_budget = kv_slot_budget(self.model, budget)
+        kv_budget = max(budget, self._kv_budget)
         max_rows = None if self.batch_size == "auto" else max(1, int(self.batch_size))
 
         def fits(n_groups: int, wp: int, rows: int, ws: int) -> bool:
@@ -422,12 +546,13 @@ class CausalScorer:
         for states, scored in ((prefix_out, passes[True]), (suffix_out, passes[False])):
             if not scored.targets:
                 continue
-            rows, cols = (torch.tensor(c, device=self._device) for c in zip(*scored.positions))
+            # states/logits stay where the model put them (with a device map: the last device)
+            rows, cols = (torch.tensor(c, device=states.device) for c in zip(*scored.positions))
             picked = states[rows, cols]  # [U, H] (or [U, V] without the split head)
             logits = picked if self._head is None else self._head(picked)  # [U, V]
             self.stats["head_rows"] += len(scored.positions) if self._head is not None else states.shape[0] * states.shape[1]
-            logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of, device=self._device),
-                                              torch.tensor(scored.targets, device=self._device))
+            logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of, device=logits.device),
+                                              torch.tensor(scored.targets, device=logits.device))
             owner_t = torch.tensor(scored.owners)
             totals.index_add_(0, owner_t, logprob.cpu())
             misses.index_add_(0, owner_t, (~greedy).long().cpu())
@@ -456,8 +581,7 @@ class CausalScorer:
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], max_new_tokens: int = 5, desc: str | None = None) -> list[str]:
         """Greedy continuation of each prompt (left-padded batches), decoded without special tokens."""
-        prompts = [f"{self.prompt_prefix} {p}" if self.prompt_prefix else p for p in prompts]
-        encoded = [self.tokenizer.encode(p, add_special_tokens=False) or [0] for p in prompts]
+        encoded = [self.format.encode_prompt(p) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
         size = 16 if self.batch_size == "auto" else int(self.batch_size)
         pad_id = self.tokenizer.pad_token_id

@@ -10,8 +10,8 @@ by sentence length (longest first) and packs them into batches under a padded-to
 benchmark with thousands of sentences runs in full batches instead of one tiny forward per token.
 
 MPLL (CrowS-Pairs, Nangia et al. 2020, §3) is the same sum restricted to the positions of the tokens
-shared by two sentences: pass those ``positions``; :mod:`biaslab.benchmarks.pair_preference` finds
-them with ``difflib`` on token ids as the authors' ``metric.py`` does.
+shared by two sentences: pass those ``positions``; :meth:`MaskedScorer.pair_scores` finds them
+with ``difflib`` on token ids as the authors' ``metric.py`` does (:mod:`biaslab.scoring.shared_tokens`).
 
 Memory: a ``[B, T, V]`` logits tensor for every masked copy is mostly waste (only one position per
 row is scored). A forward pre-hook on the output-embedding projection (``get_output_embeddings()``,
@@ -34,15 +34,28 @@ from dataclasses import dataclass, field
 
 import torch
 
-from biaslab.scoring.device import model_device
+from biaslab.scoring.device import input_device
 from biaslab.scoring.progress import progress
+from biaslab.scoring.protocol import (
+    PPLL,
+    PairScore,
+    SentenceScore,
+    TokenScore,
+    UnsupportedCapability,
+    ItemError,
+    check_pair_methods,
+)
 
 LOGIT_BUDGET = 2**26  # floats per [B, V] logits tensor (256 MB): caps the rows of a batch for huge vocabularies
 
 
 @dataclass
 class MaskedScorer:
-    """Scores sentences with a Hugging Face masked LM (``AutoModelForMaskedLM``)."""
+    """The :class:`~biaslab.scoring.protocol.Scorer` of a Hugging Face masked LM (``AutoModelForMaskedLM``).
+
+    Sentences are scored by pseudo-log-likelihood; a masked LM has no next-token distribution, so it
+    has none of the capabilities (no ``loglikelihood`` of a continuation, no generation).
+    """
 
     model: torch.nn.Module
     tokenizer: object
@@ -51,6 +64,8 @@ class MaskedScorer:
     max_length: int | None = None
     prompt_prefix: str = ""
     kind: str = field(default="masked", init=False)
+    capabilities: frozenset = field(default=frozenset(), init=False)
+    description: str = field(default="masked LM, pseudo-log-likelihood", init=False)
 
     def __post_init__(self) -> None:
         self.model.eval()
@@ -60,6 +75,93 @@ class MaskedScorer:
             limit = getattr(self.tokenizer, "model_max_length", None)
             positions = getattr(self.model.config, "max_position_embeddings", 512)
             self.max_length = int(limit) if limit and limit < 1_000_000 else int(positions)
+
+    def supports(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    # ------------------------------------------------------------------ unsupported (capabilities)
+    def _unsupported(self, what: str):
+        raise UnsupportedCapability(f"a masked LM cannot {what}; ask scorer.supports(...) first")
+
+    def loglikelihood(self, requests, desc: str | None = None):
+        self._unsupported("score a continuation after a prompt (no next-token distribution)")
+
+    def generate(self, prompts, max_new_tokens: int = 5, desc: str | None = None):
+        self._unsupported("generate text")
+
+    def geometric_mean_probabilities(self, sentences, pairs=(), pad_with_eos: bool = True, desc: str | None = None):
+        self._unsupported("give left-to-right sentence probabilities with EOS pair padding")
+
+    # ------------------------------------------------------------------ protocol operations
+    def sentence_scores(self, sentences: Sequence[str], desc: str | None = None) -> list[SentenceScore]:
+        """PPLL of each sentence and the number of tokens it sums over (0 tokens score 0.0)."""
+        ids = self.encode(sentences)
+        positions = [self.scorable_positions(i) for i in ids]
+        values = self.pseudo_loglikelihood(ids, positions, desc=desc)
+        return [SentenceScore(v, len(p)) for v, p in zip(values, positions)]
+
+    def pair_scores(self, first: Sequence[str], second: Sequence[str], method: str | Sequence[str] = PPLL,
+                    desc: str | None = None) -> list[PairScore]:
+        """PPLL, or MPLL (the tokens the two sentences share, CrowS-Pairs), per pair; one packed engine call.
+
+        MPLL positions: :func:`~biaslab.scoring.shared_tokens.shared_token_positions` on the token ids; the
+        authors then skip the first and last template entries (``[CLS]``/``[SEP]``), we drop every
+        special-token position, which is the same for any pair whose specials align.
+        """
+        from biaslab.scoring.shared_tokens import shared_token_positions
+
+        if len(first) != len(second):
+            raise ValueError(f"{len(first)} first sentences but {len(second)} second sentences")
+        n = len(first)
+        methods = check_pair_methods(method, n)
+        ids = self.encode([*first, *second])
+        positions: list[list[int]] = [[] for _ in range(2 * n)]
+        for i, m in enumerate(methods):
+            ids_a, ids_b = ids[i], ids[n + i]
+            if m == PPLL:
+                positions[i], positions[n + i] = self.scorable_positions(ids_a), self.scorable_positions(ids_b)
+            else:
+                pos_a, pos_b = shared_token_positions(ids_a, ids_b)
+                keep_a, keep_b = set(self.scorable_positions(ids_a)), set(self.scorable_positions(ids_b))
+                shared = [(a, b) for a, b in zip(pos_a, pos_b) if a in keep_a and b in keep_b]
+                positions[i], positions[n + i] = [a for a, _ in shared], [b for _, b in shared]
+        values = self.pseudo_loglikelihood(ids, positions, desc=desc)
+        return [PairScore(methods[i], SentenceScore(values[i], len(positions[i])),
+                          SentenceScore(values[n + i], len(positions[n + i]))) for i in range(n)]
+
+    def token_scores(self, sentences: Sequence[str], desc: str | None = None) -> list[list[TokenScore]]:
+        """Each scorable token's pseudo-log-probability (masked alone), with its text."""
+        ids = self.encode(sentences)
+        positions = [self.scorable_positions(i) for i in ids]
+        per_token = self.token_pseudo_logprobs(ids, positions, desc=desc)
+        return [[TokenScore(self.tokenizer.decode([sent[p]]), lp) for p, lp in zip(pos, lps)]
+                for sent, pos, lps in zip(ids, positions, per_token)]
+
+    def cloze_scores(self, contexts: Sequence[str], words: Sequence[str], desc: str | None = None) -> list[SentenceScore]:
+        """``log P([MASK]... = pronoun | context + " " + word with the pronoun masked)``; ``n_tokens`` = masks.
+
+        The pronoun is ``word`` without surrounding punctuation (:mod:`biaslab.scoring.masked_cloze`); one
+        forward row per distinct masked sentence. An item whose pronoun cannot be located raises, naming it.
+        """
+        from biaslab.scoring.masked_cloze import masked_cloze_job
+
+        if len(contexts) != len(words):
+            raise ValueError(f"{len(contexts)} contexts but {len(words)} words")
+        jobs = []
+        for k, (context, word) in enumerate(zip(contexts, words)):
+            try:
+                jobs.append(masked_cloze_job(self, context, word))
+            except ValueError as exc:
+                raise ItemError(k, str(exc)) from None
+        logprobs = self.masked_token_logprobs([j[0] for j in jobs], [j[1] for j in jobs], [j[2] for j in jobs],
+                                              desc=desc)
+        return [SentenceScore(lp, len(j[1])) for lp, j in zip(logprobs, jobs)]
+
+    def word_vectors(self, words: Sequence[str]):
+        """The model's input embeddings, mean over each word's sub-tokens (:func:`biaslab.static_vectors.model_vectors`)."""
+        from biaslab.static_vectors import model_vectors
+
+        return model_vectors(self.model, self.tokenizer, words)
 
     # ------------------------------------------------------------------ variants
     def with_prefix(self, prefix: str) -> "MaskedScorer":
@@ -176,7 +278,7 @@ class MaskedScorer:
             attention[b, : len(ids)] = 1
             targets[b], mask_pos[b] = int(ids[p]), p
             input_ids[b, p] = self.tokenizer.mask_token_id
-        device = model_device(self.model)  # batches are built on the CPU and moved to the model
+        device = input_device(self.model)  # batches are built on the CPU and moved to the model
         input_ids, attention, targets, mask_pos = (t.to(device) for t in (input_ids, attention, targets, mask_pos))
         rows = torch.arange(len(batch), device=device)
         state = {"ran": False}
@@ -320,7 +422,7 @@ def _score_masked_rows(self: MaskedScorer, rows, positions, targets) -> list[lis
         input_ids[b, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         attention[b, : len(ids)] = 1
         mask_pos[b] = torch.tensor(list(pos) + [pos[0]] * (k_max - len(pos)), dtype=torch.long)
-    device = model_device(self.model)  # batches are built on the CPU and moved to the model
+    device = input_device(self.model)  # batches are built on the CPU and moved to the model
     input_ids, attention, mask_pos = (t.to(device) for t in (input_ids, attention, mask_pos))
     state = {"ran": False}
     with _only_masked_positions(self.model, mask_pos, state):

@@ -7,7 +7,12 @@ Rules (lm_eval.api.model.LM._encode_pair and HFLM.loglikelihood):
    the continuation, as the harness does).
 3. An empty context becomes ``[prefix_token_id]`` (BOS, or EOS when the model has no BOS) and the
    continuation is encoded alone.
-No special tokens are added by ``encode`` (the harness' default for causal LMs).
+4. ``add_bos``: a non-empty context starts with the BOS token - prepended to the encoded context unless
+   it already starts with it (a chat template that writes BOS itself), so BOS is never doubled. This is
+   what the harness does with ``add_bos_token=True`` (or, since lm-eval 0.4.9.2, by default for a
+   tokenizer that adds BOS itself: it then encodes with the tokenizer's own special tokens).
+``encode`` adds no special tokens of its own (BOS is rule 4's job, EOS is never added); which
+``add_bos`` a scorer uses is decided once, in :mod:`biaslab.scoring.formatting`.
 """
 
 from __future__ import annotations
@@ -42,8 +47,17 @@ def _texts_to_encode(request: Request) -> tuple[str | None, str]:
     return context, context + continuation
 
 
-def _split(tokenizer, request: Request, ctx: list[int] | None, whole: list[int]) -> TokenRequest:
-    """Rules 2 and 3: the continuation is what ``whole`` adds after the context's own tokens."""
+def with_bos(tokenizer, ids: Sequence[int]) -> list[int]:
+    """``ids`` starting with the BOS token exactly once (rule 4)."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        raise ValueError("scoring.add_bos is on, but the tokenizer has no BOS token")
+    ids = list(ids)
+    return ids if ids[:1] == [int(bos)] else [int(bos), *ids]
+
+
+def _split(tokenizer, request: Request, ctx: list[int] | None, whole: list[int], add_bos: bool = False) -> TokenRequest:
+    """Rules 2-4: the continuation is what ``whole`` adds after the context's own tokens."""
     if ctx is None:
         if not whole:
             raise ValueError(f"empty continuation in request {request!r}")
@@ -51,17 +65,17 @@ def _split(tokenizer, request: Request, ctx: list[int] | None, whole: list[int])
     cont = whole[len(ctx) :]
     if not cont:
         raise ValueError(f"continuation tokenises to nothing in request {request!r}")
-    return TokenRequest(tuple(ctx), tuple(cont))
+    return TokenRequest(tuple(with_bos(tokenizer, ctx) if add_bos else ctx), tuple(cont))
 
 
-def encode_request(tokenizer, request: Request) -> TokenRequest:
+def encode_request(tokenizer, request: Request, add_bos: bool = False) -> TokenRequest:
     """Tokenise one request (the reference path; :func:`encode_requests` gives the same result faster)."""
     context, whole = _texts_to_encode(request)
     ctx = None if context is None else encode(tokenizer, context)
-    return _split(tokenizer, request, ctx, encode(tokenizer, whole))
+    return _split(tokenizer, request, ctx, encode(tokenizer, whole), add_bos)
 
 
-def encode_requests(tokenizer, requests: Sequence[Request]) -> list[TokenRequest]:
+def encode_requests(tokenizer, requests: Sequence[Request], add_bos: bool = False) -> list[TokenRequest]:
     """Tokenise many requests: every distinct text is encoded once, in one batched tokenizer call.
 
     Benchmarks repeat contexts heavily (OccuGender: one prompt for ~26 surface forms), and a fast
@@ -76,6 +90,6 @@ def encode_requests(tokenizer, requests: Sequence[Request]) -> list[TokenRequest
         encoded = [encode(tokenizer, t) for t in distinct]
     ids = dict(zip(distinct, encoded))
     return [
-        _split(tokenizer, r, None if context is None else list(ids[context]), list(ids[whole]))
+        _split(tokenizer, r, None if context is None else list(ids[context]), list(ids[whole]), add_bos)
         for r, (context, whole) in zip(requests, pairs)
     ]
