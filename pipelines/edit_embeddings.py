@@ -8,6 +8,7 @@ edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow r
 
 import argparse
 import sys
+from pathlib import Path
 
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
@@ -24,20 +25,23 @@ def main() -> int:
 
 def run(variant_name: str, params_path: str) -> None:
     from biaslab.mitigation.embedding.fit import fit_embedding_variant, report_metrics
-    from biaslab.models import fingerprint_dir, load_model
+    from biaslab.models import fingerprint_dir
 
     params = load_params(params_path)
     variant, cfg = params.variant(variant_name), params.embedding_debias
     if variant.method != "embedding" or variant.embedding_mode is None:
         raise ConfigError(f"variants.{variant_name}: needs method: embedding and embedding_mode: soft|hard")
-    base = load_model(params.model.output_dir, kind=params.model.kind, allow_pickle=params.model.allow_pickle,
-                      trust_remote_code=params.model.trust_remote_code)
+    base_dir = Path(params.model.output_dir)
+    if not (base_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{base_dir}: base model not found; run the base_model stage (dvc repro base_model)")
     tracking.configure(params.tracking)
-    with tracking.stage_run("edit_embeddings", variant=variant_name, tags={"base_fingerprint": base.fingerprint}) as r:
+    with tracking.stage_run("edit_embeddings", variant=variant_name,
+                            tags={"base_fingerprint": fingerprint_dir(base_dir)}) as r:
         tracking.log_params({"embedding_debias": cfg.model_dump(), "variant": variant.model_dump()})
-        report = fit_embedding_variant(model=base.model, tokenizer=base.tokenizer, cfg=cfg, mode=variant.embedding_mode,
+        report = fit_embedding_variant(base_dir=base_dir, cfg=cfg, mode=variant.embedding_mode,
                                        apply=variant.embedding_apply, prepared_dir=params.data.prepared_dir,
-                                       out_dir=variant.model_dir, base_dir=params.model.output_dir)
+                                       out_dir=variant.model_dir, base_ref=params.model.output_dir,
+                                       kind=params.model.kind, trust_remote_code=params.model.trust_remote_code)
         for name, value in report_metrics(report).items():
             tracking.log_metric(name, value)
         tracking.log_dict(report, "edit_report.json")

@@ -100,6 +100,8 @@ class ModelConfig(Section):
     kind: Literal["auto", "causal", "masked"] = "auto"
     trust_remote_code: bool = False
     allow_pickle: bool = Field(False, description="allow loading .bin/.pt pickle checkpoints (unsafe)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="dtype models/base is stored in; auto = the checkpoint's own (every later copy keeps it)")
     output_dir: str = "models/base"
     pretrain: PretrainConfig = PretrainConfig()
 

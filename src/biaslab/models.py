@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+from biaslab.weights.files import PICKLE_SUFFIXES
 
 
 class ModelLoadError(RuntimeError):
@@ -51,7 +51,8 @@ def fingerprint_dir(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _check_safe(path: Path, allow_pickle: bool) -> None:
+def check_safe(path: Path, allow_pickle: bool) -> None:
+    """Refuse a directory holding only pickle checkpoints unless ``allow_pickle`` (pickle can run code)."""
     files = [p.name for p in path.iterdir()]
     has_safetensors = any(f.endswith(".safetensors") for f in files)
     pickles = [f for f in files if f.endswith(PICKLE_SUFFIXES) and not f.startswith("training_args")]
@@ -78,9 +79,12 @@ def load_model(
     trust_remote_code: bool = False,
     allow_pickle: bool = False,
     revision: str | None = None,
-    dtype: str = "float32",
+    dtype: str = "auto",
 ) -> LoadedModel:
     """Load a model and its tokenizer from a local directory, or a hub id (cache or network).
+
+    ``dtype="auto"`` loads what the checkpoint stores (``config.json``'s ``dtype``, which biaslab's own
+    model directories always state); a dtype name casts in memory only (e.g. float32 compute on a CPU).
 
     A hub id is loaded at one commit (:func:`biaslab.hub.resolve_commit`), recorded in ``commit``; a hub
     failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
@@ -91,7 +95,7 @@ def load_model(
     if local.exists():
         if not local.is_dir() or not (local / "config.json").is_file():
             raise ModelLoadError(f"{local}: not a model directory (no config.json)")
-        _check_safe(local, allow_pickle)
+        check_safe(local, allow_pickle)
         return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, commit=None)
     from biaslab import hub
 

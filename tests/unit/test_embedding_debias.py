@@ -149,35 +149,88 @@ def test_projection_removal_is_exact():
     assert (remove_projection(rows, basis).double() @ basis.T).abs().max() < 1e-6
 
 
-def test_soft_checkpoint_edits_only_target_rows_and_reloads(tiny_tokenizer, prepared, tmp_path):
-    model = _model(tiny_tokenizer)
-    before = model.get_input_embeddings().weight.detach().clone()
-    fit_embedding_variant(model=model, tokenizer=tiny_tokenizer, cfg=CFG, mode="soft", apply="checkpoint",
-                          prepared_dir=prepared, out_dir=tmp_path / "soft", base_dir="unused")
-    reloaded = load_variant_model(tmp_path / "soft").model
-    after = reloaded.get_input_embeddings().weight.detach()
-    rows = torch.tensor(_tokens(tiny_tokenizer, prepared, "soft").row_ids)
-    others = torch.ones(len(before), dtype=torch.bool)
+def _save(model, tokenizer, path, dtype=None, **save_kwargs):
+    """Save ``model`` (cast to ``dtype`` first) and the tokenizer as a model directory; returns the path."""
+    (model.to(dtype) if dtype is not None else model).save_pretrained(path, **save_kwargs)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _embeddings(path, dtype="auto"):
+    return load_variant_model(path, dtype=dtype).model.get_input_embeddings().weight.detach()
+
+
+def _other_rows(n, rows):
+    others = torch.ones(n, dtype=torch.bool)
     others[rows] = False
+    return others
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_checkpoint_edit_changes_exactly_the_target_rows_and_keeps_the_dtype(tiny_tokenizer, prepared, tmp_path,
+                                                                              dtype):
+    base = _save(_model(tiny_tokenizer), tiny_tokenizer, tmp_path / "base", dtype)
+    report = fit_embedding_variant(base_dir=base, cfg=CFG, mode="soft", apply="checkpoint", prepared_dir=prepared,
+                                   out_dir=tmp_path / "soft")
+    before, after = _embeddings(base), _embeddings(tmp_path / "soft")
+    assert before.dtype == after.dtype == dtype  # stored and reloaded in the base's dtype
+    rows = torch.tensor(_tokens(tiny_tokenizer, prepared, "soft").row_ids)
+    others = _other_rows(len(before), rows)
     assert torch.equal(after[others], before[others])
-    assert not torch.equal(after[rows], before[rows])
-    basis = _basis(_model(tiny_tokenizer), tiny_tokenizer, prepared)  # same seed → the base's subspace
-    assert (after[rows].double() @ basis.T).abs().max() < 1e-6
+    assert (after[rows] != before[rows]).any(dim=1).all()  # every target row changed
+    basis = _basis(load_variant_model(base).model, tiny_tokenizer, prepared)  # fitted on the stored rows
+    expected = remove_projection(before[rows], basis)  # float64 arithmetic, written in the stored dtype
+    assert torch.equal(after[rows], expected)
+    residual = (after[rows].double() @ basis.T).abs().max()
+    bound = 1e-6 if dtype == torch.float32 else 2.0**-7 * float(after[rows].double().norm(dim=1).max())
+    assert residual < bound
+    assert report["targets"]["rows_edited"] == len(rows) and report["dtype"] == str(dtype).removeprefix("torch.")
     saved = json.loads((tmp_path / "soft" / "edit_report.json").read_text(encoding="utf-8"))
-    assert saved["targets"]["rows_edited"] == len(rows) and saved["max_residual_projection"] < 1e-6
+    assert saved["max_residual_projection"] == pytest.approx(float(
+        (after[rows].double() @ basis.T).norm(dim=1).max()))
+    # every other tensor is the base's, byte for byte
+    base_state = load_variant_model(base).model.state_dict()
+    for name, tensor in load_variant_model(tmp_path / "soft").model.state_dict().items():
+        if name != "model.embed_tokens.weight":
+            assert torch.equal(tensor, base_state[name]), name
 
 
-def test_tied_output_head_is_untied_and_unchanged(tiny_tokenizer, prepared, tmp_path):
+def test_subspace_reads_only_the_rows_it_needs(tiny_tokenizer, prepared, tmp_path):
+    base = _save(_model(tiny_tokenizer), tiny_tokenizer, tmp_path / "base")
+    report = fit_embedding_variant(base_dir=base, cfg=CFG, mode="soft", apply="hook", prepared_dir=prepared,
+                                   out_dir=tmp_path / "soft")
+    assert 0 < report["subspace"]["embedding_rows_read"] < len(tiny_tokenizer)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tied_output_head_is_untied_and_unchanged(tiny_tokenizer, prepared, tmp_path, dtype):
     model = _model(tiny_tokenizer, tied=True)
     assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
-    head_before = model.get_output_embeddings().weight.detach().clone()
-    fit_embedding_variant(model=model, tokenizer=tiny_tokenizer, cfg=CFG, mode="hard", apply="checkpoint",
-                          prepared_dir=prepared, out_dir=tmp_path / "hard", base_dir="unused")
-    assert torch.equal(model.get_output_embeddings().weight, head_before)
-    assert not torch.equal(model.get_input_embeddings().weight, head_before)
-    reloaded = load_variant_model(tmp_path / "hard").model  # the saved checkpoint reloads untied
-    assert torch.equal(reloaded.get_output_embeddings().weight, head_before)
-    assert torch.equal(reloaded.get_input_embeddings().weight, model.get_input_embeddings().weight)
+    base = _save(model, tiny_tokenizer, tmp_path / "base", dtype)
+    report = fit_embedding_variant(base_dir=base, cfg=CFG, mode="hard", apply="checkpoint", prepared_dir=prepared,
+                                   out_dir=tmp_path / "hard")
+    assert report["output_head_untied"] is True
+    head_before = _embeddings(base)
+    edited = load_variant_model(tmp_path / "hard").model  # the saved checkpoint reloads untied
+    assert edited.get_output_embeddings().weight.data_ptr() != edited.get_input_embeddings().weight.data_ptr()
+    assert edited.get_output_embeddings().weight.dtype == dtype
+    assert torch.equal(edited.get_output_embeddings().weight, head_before)
+    rows = torch.tensor(_tokens(tiny_tokenizer, prepared, "hard").row_ids)
+    after = edited.get_input_embeddings().weight.detach()
+    others = _other_rows(len(after), rows)
+    assert torch.equal(after[others], head_before[others]) and not torch.equal(after[rows], head_before[rows])
+
+
+def test_tied_sharded_checkpoint_gets_a_new_shard_for_the_head(tiny_tokenizer, prepared, tmp_path):
+    base = _save(_model(tiny_tokenizer, tied=True), tiny_tokenizer, tmp_path / "base", max_shard_size="20KB")
+    assert (base / "model.safetensors.index.json").is_file()
+    fit_embedding_variant(base_dir=base, cfg=CFG, mode="soft", apply="checkpoint", prepared_dir=prepared,
+                          out_dir=tmp_path / "soft")
+    index = json.loads((tmp_path / "soft" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert index["weight_map"]["lm_head.weight"] == shards[-1] and all(f"-of-{len(shards):05d}" in s for s in shards)
+    edited = load_variant_model(tmp_path / "soft").model
+    assert torch.equal(edited.get_output_embeddings().weight, _embeddings(base))
 
 
 # ------------------------------------------------------------------ runtime hook
@@ -212,10 +265,9 @@ def test_hook_in_a_padded_batch_edits_only_the_row_with_a_target(tiny_tokenizer,
 
 def test_hook_variant_directory_loads_through_models(tiny_tokenizer, prepared, tmp_path):
     base = _model(tiny_tokenizer)
-    base.save_pretrained(tmp_path / "base")
-    tiny_tokenizer.save_pretrained(tmp_path / "base")
-    fit_embedding_variant(model=base, tokenizer=tiny_tokenizer, cfg=CFG, mode="hard", apply="hook",
-                          prepared_dir=prepared, out_dir=tmp_path / "hard", base_dir=tmp_path / "base")
+    _save(base, tiny_tokenizer, tmp_path / "base")
+    fit_embedding_variant(base_dir=tmp_path / "base", cfg=CFG, mode="hard", apply="hook",
+                          prepared_dir=prepared, out_dir=tmp_path / "hard")
     manifest = json.loads((tmp_path / "hard" / "variant.json").read_text())
     assert manifest["base"] == str(tmp_path / "base") and manifest["method"] == "embedding"
     hooked = load_variant_model(tmp_path / "hard").model

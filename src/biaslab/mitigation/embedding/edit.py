@@ -1,26 +1,42 @@
-"""Remove the gender projection from embedding rows: ``e ← e − Bᵀ (B e)``.
+"""Remove the gender projection from embedding rows: ``e ← e − Bᵀ (B e)``, in a copy of the checkpoint's files.
 
 For rows E [n, d] and an orthonormal basis B [k, d]::
 
     coeff = E @ Bᵀ          # [n, k]  coordinates in the gender subspace
     E'    = E − coeff @ B   # [n, d]  now B @ E'ᵀ = 0
 
-The arithmetic runs in float64 and is applied twice (the second pass removes the float32 rounding
-left by the first), then cast back to the weight's dtype: for float32 weights ``|B e'| < 1e-6``.
+The arithmetic runs in float64 and is applied twice (the second pass removes the rounding left by the
+first), then cast back to the stored dtype: for float32 rows ``|B e'| < 1e-6``; for bfloat16 rows the
+residual is the bf16 rounding of the written row (at most ~2⁻⁸·‖e'‖).
 
-Tied embeddings: many LMs (GPT-2, Gemma, Qwen2.5-0.5B, our tests' ``tie_word_embeddings=True``) share
-one matrix between the input embedding and the output head. Editing the input rows in place would then
+The edit never loads the model (:func:`edit_checkpoint`): the base's files are copied byte for byte
+(:mod:`biaslab.weights.files`), and only the target rows of the input-embedding tensor are overwritten
+in the copy (:meth:`biaslab.weights.index.SafetensorsIndex.write_rows`). Every other byte - every other
+row, every other tensor, the dtype - is the base's.
+
+Tied embeddings: many LMs (GPT-2, Gemma, Qwen2.5-0.5B, XLM-R, our tests' ``tie_word_embeddings=True``)
+share one matrix between the input embedding and the output head. Editing the shared rows would then
 silently change the output logits of every target token too. :func:`untie_output_head` first gives the
-head its own copy (``clone``) and sets ``tie_word_embeddings=False`` so the saved checkpoint reloads
-untied — the edit stays an *input* intervention, exactly as the runtime hook is.
+head its own copy in the files - the base's embedding matrix as a new shard (or over the head tensor
+when the checkpoint stores one) - and sets ``tie_word_embeddings: false``, so the variant reloads
+untied and the edit stays an *input* intervention, exactly as the runtime hook is. The untied head
+makes such a variant larger than its base by the size of the embedding matrix.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from biaslab.weights.index import INDEX_FILE, SafetensorsIndex, weight_files
+from biaslab.weights.layout import ModelLayout
+
+_COPY_CHUNK = 1 << 24  # 16 MiB per read when copying a tensor's bytes between files
 
 
 def remove_projection(rows: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
@@ -32,41 +48,98 @@ def remove_projection(rows: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
     return out.to(rows.dtype)
 
 
-def _tied(model: Any) -> bool:
-    head = model.get_output_embeddings()
-    if head is None:
-        return False
-    return head.weight is model.get_input_embeddings().weight or (
-        head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
-    )
+def _set_untied(config_path: Path) -> None:
+    """``tie_word_embeddings: false`` in ``config.json`` and in its ``text_config`` (composite models)."""
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tie_word_embeddings"] = False
+    if isinstance(config.get("text_config"), dict):
+        config["text_config"]["tie_word_embeddings"] = False
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
-def untie_output_head(model: Any) -> bool:
-    """Give a tied output head its own copy of the weight; returns whether it was tied."""
-    if not _tied(model):
+def _copy_tensor_bytes(index: SafetensorsIndex, src_key: str, dst_key: str) -> None:
+    """Overwrite tensor ``dst_key``'s bytes with ``src_key``'s (same dtype and shape), in chunks."""
+    src, dst = index[src_key], index[dst_key]
+    if (src.dtype, src.shape) != (dst.dtype, dst.shape):
+        raise ValueError(f"{index.directory}: cannot untie {dst_key} {dst.shape} from {src_key} {src.shape}")
+    with src.file.open("rb") as fin, dst.file.open("r+b") as fout:
+        for offset in range(0, src.nbytes, _COPY_CHUNK):
+            fin.seek(src.start + offset)
+            fout.seek(dst.start + offset)
+            fout.write(fin.read(min(_COPY_CHUNK, src.nbytes - offset)))
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+def _add_shard(directory: Path, name: str, tensor: torch.Tensor) -> None:
+    """Add ``{name: tensor}`` as a new last shard: shards renumbered ``model-0000i-of-0000N``, index rewritten."""
+    from safetensors.torch import save_file
+
+    from biaslab.weights.index import file_entries
+
+    shards = weight_files(directory)
+    total = len(shards) + 1
+    renamed = []
+    for i, shard in enumerate(shards, start=1):
+        target = directory / f"model-{i:05d}-of-{total:05d}.safetensors"
+        os.replace(shard, target)
+        renamed.append(target)
+    new = directory / f"model-{total:05d}-of-{total:05d}.safetensors"
+    save_file({name: tensor.contiguous()}, str(new), metadata={"format": "pt"})
+    weight_map, size = {}, 0
+    for shard in [*renamed, new]:
+        for entry in file_entries(shard):
+            weight_map[entry.name] = shard.name
+            size += entry.nbytes
+    (directory / INDEX_FILE).write_text(
+        json.dumps({"metadata": {"total_size": size}, "weight_map": weight_map}, indent=2, sort_keys=True) + "\n",
+        encoding="utf-8")
+
+
+def untie_output_head(directory: Path, layout: ModelLayout, embedding_key: str) -> bool:
+    """Give a tied output head its own copy of the (unedited) embedding in ``directory``'s files.
+
+    Returns whether the head was tied. Run before the embedding rows are edited.
+    """
+    if not layout.tied or layout.output_head is None:
         return False
-    head = model.get_output_embeddings()
-    head.weight = torch.nn.Parameter(head.weight.detach().clone(), requires_grad=head.weight.requires_grad)
-    for config in {id(c): c for c in (model.config, model.config.get_text_config())}.values():
-        config.tie_word_embeddings = False
-    # transformers ≥ 5 keeps the tie mapping on the model; recompute it from the (now untied) config
-    if hasattr(model, "all_tied_weights_keys") and hasattr(model, "get_expanded_tied_weights_keys"):
-        model.all_tied_weights_keys = model.get_expanded_tied_weights_keys(all_submodels=True)
+    index = SafetensorsIndex(directory)
+    head_key = layout.checkpoint_key(layout.output_head, index)
+    if head_key is not None:  # the checkpoint stores the head although tied: make it the embedding's bytes
+        _copy_tensor_bytes(index, embedding_key, head_key)
+    else:
+        from safetensors import safe_open
+
+        entry = index[embedding_key]
+        with safe_open(str(entry.file), framework="pt") as fh:
+            embedding = fh.get_tensor(embedding_key)
+        _add_shard(directory, layout.output_head, embedding)
+        del embedding
+    _set_untied(directory / "config.json")
     return True
 
 
-@torch.no_grad()
-def edit_input_embeddings(model: Any, basis: torch.Tensor, row_ids: Sequence[int]) -> float:
-    """Untie, then remove the projection from the input-embedding rows ``row_ids``.
+def edit_checkpoint(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], layout: ModelLayout,
+                    basis: torch.Tensor, row_ids: Sequence[int]) -> dict[str, Any]:
+    """Copy ``base_dir``'s model into ``out_dir``, untie a tied head, remove the projection from ``row_ids``.
 
-    Returns the largest remaining ``|B e|`` over the edited rows (a self-check reported by the stage).
+    Returns ``{"output_head_untied", "max_residual_projection", "dtype", "embedding_tensor"}``; the
+    residual is ``max ‖B e'‖`` over the edited rows as written (re-read from the file).
     """
-    untie_output_head(model)
-    weight = model.get_input_embeddings().weight  # [V, d]
-    ids = torch.as_tensor(list(row_ids), dtype=torch.long, device=weight.device)
-    if ids.numel() == 0:
-        return 0.0
-    basis = basis.to(weight.device)
-    weight[ids] = remove_projection(weight[ids], basis)
-    residual = weight[ids].to(torch.float64) @ basis.to(torch.float64).T  # [n, k]
-    return float(residual.norm(dim=1).max())
+    from biaslab.weights.convert import dtype_name
+    from biaslab.weights.files import copy_model_files
+
+    out_dir = Path(out_dir)
+    key = layout.require_key(layout.input_embedding, SafetensorsIndex(base_dir))
+    copy_model_files(base_dir, out_dir)
+    untied = untie_output_head(out_dir, layout, key)
+    index = SafetensorsIndex(out_dir)
+    ids = sorted({int(i) for i in row_ids})
+    residual = 0.0
+    if ids:
+        index.write_rows(key, ids, remove_projection(index.read_rows(key, ids), basis))
+        written = index.read_rows(key, ids).to(torch.float64)
+        residual = float((written @ basis.to(torch.float64).T).norm(dim=1).max())
+    return {"output_head_untied": untied, "max_residual_projection": residual,
+            "dtype": dtype_name(index[key].dtype), "embedding_tensor": key}
+

@@ -1,8 +1,8 @@
 """Build an embedding-debiased variant directory (the ``edit_embeddings`` stage's library call).
 
-    base model ─► gender subspace B [k, d] (gender_pairs.parquet, params languages)
+    base model ─► gender subspace B [k, d] (gender_pairs.parquet, params languages; rows read from the files)
                ─► target words (soft | hard) ─► token rows + span sequences
-               ─► apply = "checkpoint": untie head, edit rows, save full model + tokenizer (safetensors)
+               ─► apply = "checkpoint": copy the base's files, untie head, overwrite the target rows
                   apply = "hook":       variant.json {"base", "method", ...} + embedding_hook.safetensors
                ─► edit_report.json (components, explained variance, rows edited, shared sub-word share)
 
@@ -50,33 +50,44 @@ def eval_sentences(prepared_dir: Path) -> list[str]:
 
 
 def fit_embedding_variant(
-    *, model: Any, tokenizer: Any, cfg: EmbeddingDebiasConfig, mode: str, apply: str,
-    prepared_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], base_dir: str | os.PathLike[str],
+    *, base_dir: str | os.PathLike[str], cfg: EmbeddingDebiasConfig, mode: str, apply: str,
+    prepared_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], base_ref: str | None = None,
+    kind: str = "auto", trust_remote_code: bool = False,
 ) -> dict[str, Any]:
-    """Fit the subspace on ``model``'s input embeddings, write the variant to ``out_dir``; return the report.
+    """Fit the subspace on ``base_dir``'s input embeddings, write the variant to ``out_dir``; return the report.
 
-    ``model`` is edited in place when ``apply == "checkpoint"``.
+    The model is never loaded: the embedding rows the fit needs are read from the safetensors files,
+    and a checkpoint edit patches the target rows of a byte copy (:func:`.edit.edit_checkpoint`), so the
+    variant keeps the base's dtype and the stage's memory does not grow with the model. ``base_ref`` is
+    the base path recorded in the report and a hook variant's ``variant.json`` (default: ``base_dir``).
     """
     import torch
+    from transformers import AutoTokenizer
 
-    from biaslab.mitigation.embedding.edit import edit_input_embeddings, untie_output_head
+    from biaslab.mitigation.embedding.edit import edit_checkpoint
     from biaslab.mitigation.embedding.hook import save_hook
+    from biaslab.mitigation.embedding.rows import EmbeddingRows
+    from biaslab.weights.index import SafetensorsIndex
+    from biaslab.weights.layout import model_layout
 
-    prepared_dir = Path(prepared_dir)
+    prepared_dir, base_ref = Path(prepared_dir), str(base_ref if base_ref is not None else base_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir), trust_remote_code=trust_remote_code)
+    layout = model_layout(base_dir, kind=kind, trust_remote_code=trust_remote_code)
+    index = SafetensorsIndex(base_dir)
+    rows = EmbeddingRows.from_checkpoint(index, layout.require_key(layout.input_embedding, index))
     encoder = WordEncoder(tokenizer)
-    embeddings = model.get_input_embeddings().weight.detach().to(torch.float64).cpu().numpy()  # [V, d]
     pairs = read_pairs(prepared_dir, cfg.languages)
-    subspace = gender_subspace([p for ps in pairs.values() for p in ps], embeddings, encoder,
+    subspace = gender_subspace([p for ps in pairs.values() for p in ps], rows, encoder,
                                cfg.n_components, cfg.normalize_word_vectors)
     words, tokens = build_targets(encoder, prepared_dir, cfg, mode)
     coverage = edit_coverage(tokenizer, eval_sentences(prepared_dir), tokens.row_ids, tokens.sequences)
     basis = torch.from_numpy(subspace.basis)
     report: dict[str, Any] = {
-        "mode": mode, "apply": apply, "base": str(base_dir),
+        "mode": mode, "apply": apply, "base": base_ref,
         "subspace": {"n_components": cfg.n_components, "n_pairs": subspace.n_pairs,
                      "pairs_per_language": {k: len(v) for k, v in pairs.items()},
                      "explained_variance_ratio": subspace.explained_variance_ratio.tolist(),
-                     "dropped_pairs": subspace.dropped},
+                     "dropped_pairs": subspace.dropped, "embedding_rows_read": rows.rows_read},
         "targets": {"words_per_language": {k: len(v) for k, v in words.items()}, "n_words": tokens.n_words,
                     "rows_edited": len(tokens.row_ids), "span_sequences": len(tokens.sequences),
                     "vocab_size": len(tokenizer)},
@@ -84,13 +95,10 @@ def fit_embedding_variant(
     }
     with atomic_dir(out_dir) as tmp:
         if apply == "checkpoint":
-            report["output_head_untied"] = untie_output_head(model)
-            report["max_residual_projection"] = edit_input_embeddings(model, basis, tokens.row_ids)
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
+            report |= edit_checkpoint(base_dir, tmp, layout, basis, tokens.row_ids)
         elif apply == "hook":
             save_hook(tmp, basis, tokens.sequences, tokens.row_ids, len(tokenizer))
-            manifest = {"base": str(base_dir), "method": "embedding", "mode": mode, "apply": "hook"}
+            manifest = {"base": base_ref, "method": "embedding", "mode": mode, "apply": "hook"}
             (tmp / "variant.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         else:
             raise ValueError(f"embedding_apply must be 'checkpoint' or 'hook', got {apply!r}")

@@ -1,0 +1,73 @@
+"""Which files make a model directory, and copying them byte for byte.
+
+A model directory is its top-level weights (``*.safetensors``, plus the sharding index), its
+configuration (``config.json``, ``generation_config.json``) and its tokenizer files. Anything else a
+source directory may hold - training checkpoints, optimizer states, the hub's ``original/`` pickles,
+biaslab's own provenance records - is not part of the model and is not copied.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from fnmatch import fnmatch
+from pathlib import Path
+
+# top-level files that make up a model (hub repos: what ``snapshot_download(allow_patterns=...)`` fetches)
+MODEL_FILE_PATTERNS = ("*.json", "*.safetensors", "*.model", "*.tiktoken", "*.txt", "*.jinja")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# records biaslab writes next to a model: provenance, not model content
+PROVENANCE_FILES = frozenset({
+    "snapshot.json", "training_summary.json", "edit_report.json", "target_words.json", "run.json",
+    "trainer_state.json", "training_args.json", "run_key.json",
+})
+
+
+def is_model_file(name: str, *, allow_pickle: bool = False, trust_remote_code: bool = False) -> bool:
+    """Whether a top-level file named ``name`` belongs to the model."""
+    if name.startswith(".") or name in PROVENANCE_FILES:
+        return False
+    if any(fnmatch(name, pattern) for pattern in MODEL_FILE_PATTERNS):
+        return True
+    if trust_remote_code and name.endswith(".py"):
+        return True
+    return allow_pickle and name.endswith(PICKLE_SUFFIXES) and not name.startswith(("training_args", "optimizer"))
+
+
+def model_files(directory: str | os.PathLike[str], *, allow_pickle: bool = False,
+                trust_remote_code: bool = False) -> list[Path]:
+    """The model's files in ``directory`` (top level only), sorted by name."""
+    directory = Path(directory)
+    return sorted(
+        p for p in directory.iterdir()
+        if p.is_file() and is_model_file(p.name, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    )
+
+
+def is_weight_file(name: str) -> bool:
+    """A safetensors weight file or the sharding index."""
+    return name.endswith(".safetensors") or name.endswith(".safetensors.index.json")
+
+
+def copy_model_files(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, weights: bool = True,
+                     allow_pickle: bool = False, trust_remote_code: bool = False) -> list[Path]:
+    """Copy the model's files from ``src`` into ``dst`` (created if missing); returns the copies.
+
+    ``weights=False`` copies everything but the safetensors files and their index (a caller writing
+    the weights itself, e.g. in another dtype).
+
+    ``shutil.copyfile`` streams in the kernel (``sendfile``): the bytes never pass through Python, and
+    every copy is a new file, so patching a copy in place never touches the source (or DVC's cache).
+    """
+    src, dst = Path(src), Path(dst)
+    if src.resolve() == dst.resolve():
+        raise ValueError(f"{src}: source and destination of a model copy are the same directory")
+    dst.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for file in model_files(src, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code):
+        if not weights and is_weight_file(file.name):
+            continue
+        target = dst / file.name
+        shutil.copyfile(file, target)
+        copies.append(target)
+    return copies
