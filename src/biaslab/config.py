@@ -202,6 +202,15 @@ class LoraConfig(Section):
     )
     checkpoint_dir: str = Field("models/lora_checkpoints", description="resumable Trainer checkpoints")
     seed: int = Field(0, description="seeds adapter init, data order and dropout (Trainer seed and data_seed)")
+    mixed_precision: Literal["auto", "bf16", "fp16", "none"] = Field(
+        "auto", description="auto = bf16 on a GPU that has it, else fp16; none (float32) on the CPU")
+    gradient_checkpointing: bool | Literal["auto"] = Field(
+        "auto", description="recompute activations in backward to save GPU memory; auto = on for a GPU, off on the CPU")
+    quantization: Literal["none", "4bit", "8bit"] = Field(
+        "none", description="k-bit base via bitsandbytes (CUDA only): 4bit = QLoRA NF4, 8bit = LLM.int8 (GBEM-UA)")
+    optimizer: str = Field(
+        "auto", description="auto = paged_adamw_8bit on a GPU (GBEM-UA), adamw_torch_fused on the CPU; "
+                            "or any transformers optimizer name")
 
 
 class SearchRange(Section):

@@ -144,3 +144,40 @@ def test_tune_stage_resumes_with_its_earlier_trials(tmp_path, mirror, tiny_causa
                                                                "target_modules"}
     assert all(math.isfinite(v) for v in best["values"].values())
     assert (tmp_path / "tune" / "pareto_front.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_trials_share_one_loaded_base_and_match_a_fresh_load_per_trial(tmp_path, mirror, tiny_causal_model,
+                                                                        tiny_tokenizer):
+    from biaslab.mitigation.training_plan import plan_training
+    from biaslab.mitigation.tune import BaseForTrials, make_objective
+
+    tiny_causal_model.save_pretrained(tmp_path / "base")
+    tiny_tokenizer.save_pretrained(tmp_path / "base")
+    frame = _frame(mirror, n_prof=4, n_valid=1)
+    from biaslab.mitigation.sft_data import training_examples
+
+    train, valid = training_examples(frame, "none"), frame[frame["split"] == "validation"].reset_index(drop=True)
+    lora = LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1)
+    cfg = TuneConfig(trial_max_steps=1, objective="logprob")
+    plan = plan_training(lora)
+    trials = [{"r": 4, "alpha": 8, "dropout": 0.1, "learning_rate": 1e-3, "epochs": 1.0, "target_modules": "q_proj,v_proj"},
+              {"r": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 5e-4, "epochs": 1.0,
+               "target_modules": "q_proj,k_proj,v_proj"}]
+    def exact_logprobs(lm, frame):  # the summed log P(" так"): any change of any weight shows in it
+        from biaslab.mitigation.sft_data import YES, qa_prompt
+        from biaslab.mitigation.tune import Objectives
+        from biaslab.scoring.requests import Request
+
+        scores = lm.loglikelihood([Request(qa_prompt(s), YES) for s in frame["qa_sentence"]])
+        return Objectives(sum(s.logprob for s in scores), 0.0, ("sum_logprob_yes", "zero"))
+
+    results = {}
+    for reuse in (True, False):
+        base = BaseForTrials(tmp_path / "base", plan, reuse=reuse)
+        objective = make_objective(tmp_path / "base", train, valid, lora, cfg, exact_logprobs, plan=plan, base=base)
+        results[reuse] = [objective(optuna.trial.FixedTrial(params)) for params in trials]
+        assert base.loads == (1 if reuse else len(trials))
+        assert not any("lora_" in n for n, _ in base.loaded.model.named_parameters())  # adapter taken out
+    assert results[True] == results[False]  # the shared base is as good as a fresh one, trial after trial
+    assert results[True][0] != results[True][1]  # the trials trained different adapters

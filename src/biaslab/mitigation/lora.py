@@ -35,11 +35,13 @@ import pandas as pd
 from biaslab import tracking
 from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
+from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, plan_training
 
 # LoraConfig fields that change what is learned; the rest (save/log cadence) may change between resumes
 TRAINING_KEYS = (
     "r", "alpha", "dropout", "target_modules", "epochs", "learning_rate", "per_device_batch_size",
     "gradient_accumulation_steps", "max_steps", "max_length", "augmentation", "seed",
+    "mixed_precision", "gradient_checkpointing", "quantization", "optimizer",
 )
 TUNABLE_KEYS = ("r", "alpha", "dropout", "target_modules", "epochs", "learning_rate")
 
@@ -93,8 +95,9 @@ def peft_config(cfg: LoraConfig):
     )
 
 
-def sft_config(cfg: LoraConfig, work_dir: Path, *, max_steps: int, checkpoints: bool, evaluate: bool):
-    """TRL ``SFTConfig``: CPU-friendly (fp32, no gradient checkpointing), offline (``report_to="none"``)."""
+def sft_config(cfg: LoraConfig, work_dir: Path, *, max_steps: int, checkpoints: bool, evaluate: bool,
+               plan: TrainingPlan):
+    """TRL ``SFTConfig``: precision, checkpointing and optimizer from ``plan``; offline (``report_to="none"``)."""
     from trl import SFTConfig
 
     return SFTConfig(
@@ -116,9 +119,7 @@ def sft_config(cfg: LoraConfig, work_dir: Path, *, max_steps: int, checkpoints: 
         data_seed=cfg.seed,
         max_length=cfg.max_length,
         completion_only_loss=True,
-        bf16=False,
-        fp16=False,
-        gradient_checkpointing=False,
+        **plan.sft_arguments(),
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -169,8 +170,11 @@ def prepare_checkpoint_dir(checkpoint_dir: Path, run_key: str) -> None:
     key_file.write_text(json.dumps({"run_key": run_key}) + "\n", encoding="utf-8")
 
 
-def run_key(cfg: LoraConfig, examples: pd.DataFrame, base_fingerprint: str) -> str:
+def run_key(cfg: LoraConfig, examples: pd.DataFrame, base_fingerprint: str, plan: TrainingPlan | None = None) -> str:
+    """Identity of a training run: a checkpoint from another key (or another machine's plan) is not resumed."""
     digest = hashlib.sha256(json.dumps(hyperparameters(cfg), sort_keys=True).encode())
+    if plan is not None:
+        digest.update(json.dumps(plan.describe(), sort_keys=True).encode())
     digest.update(base_fingerprint.encode())
     digest.update("\n".join(examples["prompt"] + "\t" + examples["completion"]).encode())
     return digest.hexdigest()[:16]
@@ -189,11 +193,15 @@ def train_lora(
     checkpoints: bool = True,
     callbacks: Sequence[Any] = (),
     curve_prefix: str = "train",
+    plan: TrainingPlan | None = None,
 ) -> TrainOutcome:
     """Attach a LoRA adapter to ``model`` and train it on ``train`` (prompt/completion columns).
 
     With ``checkpoints`` the run saves to ``work_dir`` and resumes from its last complete checkpoint.
-    ``max_steps`` overrides ``cfg.max_steps`` (tuning trials). Returns the in-memory ``PeftModel``.
+    ``max_steps`` overrides ``cfg.max_steps`` (tuning trials). ``plan`` is how this machine trains
+    (:func:`~biaslab.mitigation.training_plan.plan_training` of ``cfg`` when None); ``model`` must have
+    been loaded as it says (:func:`~biaslab.mitigation.training_plan.load_for_training`). Returns the
+    in-memory ``PeftModel``.
     """
     from datasets import Dataset
     from trl import SFTTrainer
@@ -201,7 +209,7 @@ def train_lora(
     work_dir = Path(work_dir)
     evaluate = valid is not None and not valid.empty and cfg.eval_steps > 0
     args = sft_config(cfg, work_dir, max_steps=cfg.max_steps if max_steps is None else max_steps,
-                      checkpoints=checkpoints, evaluate=evaluate)
+                      checkpoints=checkpoints, evaluate=evaluate, plan=plan or plan_training(cfg))
     to_ds = lambda f: Dataset.from_pandas(f[["prompt", "completion"]].reset_index(drop=True), preserve_index=False)  # noqa: E731
     trainer = SFTTrainer(
         model=model,
@@ -237,6 +245,7 @@ class FinetuneResult:
     hyperparameters: dict[str, Any]
     train_loss: float | None
     seconds_per_step: float | None
+    training: dict[str, Any] = field(default_factory=dict)  # the resolved TrainingPlan
 
 
 def canonicalise_adapter_config(path: Path) -> None:
@@ -268,15 +277,15 @@ def finetune(
     should be relative to the project root so the variant loads from any checkout).
     """
     from biaslab.mitigation.sft_data import training_examples, validation_examples
-    from biaslab.models import load_model
 
+    plan = plan_training(cfg)  # fails here, before loading, when the machine cannot run the options
     train = training_examples(frame, cfg.augmentation)
     valid = validation_examples(frame) if (frame["split"] == "validation").any() else None
-    loaded = load_model(base_dir, dtype="float32")
+    loaded = load_for_training(base_dir, plan)
     checkpoint_dir = Path(cfg.checkpoint_dir)
-    prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint))
+    prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint, plan))
     outcome = train_lora(loaded.model, loaded.tokenizer, train, cfg, checkpoint_dir, valid=valid,
-                         callbacks=callbacks)
+                         callbacks=callbacks, plan=plan)
     hp = hyperparameters(cfg)
     with atomic_dir(output_dir) as tmp:
         outcome.model.save_pretrained(str(tmp), safe_serialization=True)
@@ -285,10 +294,11 @@ def finetune(
             "base": str(base_ref if base_ref is not None else base_dir),
             "method": "lora",
             "hyperparameters": hp,
+            "training": plan.describe(),
             "base_fingerprint": loaded.fingerprint,
             "train_examples": len(train),
             "global_step": outcome.global_step,
         }
         (tmp / "variant.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return FinetuneResult(Path(output_dir), outcome.global_step, outcome.resumed_from, len(train), hp,
-                          outcome.train_loss, outcome.seconds_per_step)
+                          outcome.train_loss, outcome.seconds_per_step, plan.describe())

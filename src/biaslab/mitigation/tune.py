@@ -54,6 +54,7 @@ from biaslab import tracking
 from biaslab.atomic import atomic_write_text
 from biaslab.config import LoraConfig, SearchRange, TuneConfig
 from biaslab.mitigation.lora import TUNABLE_KEYS, hyperparameters, with_overrides
+from biaslab.mitigation.training_plan import TrainingPlan, free_memory, load_for_training, plan_training
 
 DEFAULT_SEARCH_SPACE: dict[str, list[Any] | SearchRange] = {
     "r": [4, 8, 16, 32],
@@ -178,14 +179,19 @@ def make_storage(spec: str, root: str | Path = "."):
 
 
 def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: pd.DataFrame,
-               valid: pd.DataFrame, options: dict[str, Any] | None = None) -> str:
-    """``<study_name>-<hash>``: everything except n_trials/storage that makes trials comparable."""
+               valid: pd.DataFrame, options: dict[str, Any] | None = None,
+               training: dict[str, Any] | None = None) -> str:
+    """``<study_name>-<hash>``: everything except n_trials/storage that makes trials comparable.
+
+    ``training`` is the resolved :class:`~biaslab.mitigation.training_plan.TrainingPlan`: a GPU worker
+    in bf16 and a CPU worker in float32 do not share a study.
+    """
     space = {k: (v.model_dump() if isinstance(v, SearchRange) else v) for k, v in search_space(cfg).items()}
     key = {
         "space": space, "trial_max_steps": cfg.trial_max_steps, "objective": cfg.objective,
         "metrics": [cfg.accuracy_metric, cfg.gap_metric], "seed": cfg.seed, "options": options or {},
         "lora": {k: v for k, v in hyperparameters(lora).items() if k not in space and k != "max_steps"},
-        "base": base_fingerprint,
+        "base": base_fingerprint, "training": training or {},
         "train": sorted(train["prompt"]), "valid": sorted(valid["qa_sentence"]),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str, ensure_ascii=False).encode())
@@ -303,36 +309,82 @@ def trial_steps(lora: LoraConfig, n_examples: int, cap: int) -> int:
     return max(1, min(cap, math.ceil(per_epoch * lora.epochs)))
 
 
+class BaseForTrials:
+    """The base model, loaded once per worker and shared by its trials (``reuse=False``: once per trial).
+
+    A trial wraps the base in a LoRA ``PeftModel`` (PEFT injects adapter layers into the base's
+    modules); :meth:`release` takes them out again with ``unload()`` (no merge: the base weights were
+    frozen and are untouched), drops the trial's references and frees memory (``gc.collect()``, and
+    ``torch.cuda.empty_cache()`` on a GPU). A trial that fails drops the shared base, so the next one
+    loads a clean copy. ``loads`` counts the loads (tests).
+    """
+
+    def __init__(self, base_dir: str | Path, plan: TrainingPlan, reuse: bool = True):
+        self.base_dir, self.plan, self.reuse = base_dir, plan, reuse
+        self.loaded: Any = None
+        self.loads = 0
+
+    def get(self) -> Any:
+        if self.loaded is None or not self.reuse:
+            self.loaded = None
+            free_memory(self.plan.device)
+            self.loaded = load_for_training(self.base_dir, self.plan)
+            self.loads += 1
+        return self.loaded
+
+    def release(self, adapted: Any) -> None:
+        """Remove the trial's adapter from the shared base and free the trial's memory."""
+        base = adapted.unload()
+        if any("lora_" in name for name, _ in base.named_parameters()):
+            raise RuntimeError("tune: LoRA layers left in the shared base model after unload()")
+        self.loaded.model = base
+        free_memory(self.plan.device)
+
+    def discard(self) -> None:
+        self.loaded = None
+        free_memory(self.plan.device)
+
+
 def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFrame, lora: LoraConfig,
-                   cfg: TuneConfig, evaluate: Evaluator) -> Callable[[Any], tuple[float, float]]:
-    """Trial -> (accuracy, gap): train a LoRA from a fresh base, score validation, log a nested run."""
+                   cfg: TuneConfig, evaluate: Evaluator, *, plan: TrainingPlan | None = None,
+                   base: BaseForTrials | None = None) -> Callable[[Any], tuple[float, float]]:
+    """Trial -> (accuracy, gap): train a LoRA on the shared base, score validation, log a nested run."""
     space = search_space(cfg)
+    plan = plan or plan_training(lora)
+    base = base or BaseForTrials(base_dir, plan)
 
     def objective(trial: Any) -> tuple[float, float]:
         from biaslab.mitigation.lora import train_lora
-        from biaslab.models import load_model, make_scorer
+        from biaslab.models import make_scorer
 
         overrides = suggest(trial, space)
         trial_cfg = with_overrides(lora, overrides)
         trial.set_user_attr("lora_overrides", {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()})
         steps = trial_steps(trial_cfg, len(train), cfg.trial_max_steps)
-        loaded = load_model(base_dir, dtype="float32")
+        loaded = base.get()
         nested = (tracking.stage_run("tune", nested=True, run_name=f"trial-{trial.number}",
                                      tags={"optuna_trial": trial.number, "optuna_study": trial.study.study_name})
                   if tracking.active_run_id() is not None else contextlib.nullcontext())
-        with nested as run:  # a nested MLflow run under the active `tune` run, or nothing when tracking is off
-            run_id = run.info.run_id if run is not None else None
-            if run_id:
-                trial.set_user_attr("mlflow_run_id", run_id)
-                tracking.log_params({"trial": trial.number, "steps": steps, **hyperparameters(trial_cfg)})
-            with tempfile.TemporaryDirectory(prefix=f"trial-{trial.number}-") as work:
-                outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
-                                     checkpoints=False, curve_prefix="trial")
-            result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model)), valid)
-            if run_id:
-                tracking.log_metric(f"objective/{ACCURACY}", result.accuracy)
-                tracking.log_metric(f"objective/{GAP}", result.gap)
-                tracking.set_tags({"objective.accuracy": result.names[0], "objective.gap": result.names[1]})
+        try:
+            with nested as run:  # a nested MLflow run under the active `tune` run, or nothing when tracking is off
+                run_id = run.info.run_id if run is not None else None
+                if run_id:
+                    trial.set_user_attr("mlflow_run_id", run_id)
+                    tracking.log_params({"trial": trial.number, "steps": steps, **hyperparameters(trial_cfg)})
+                with tempfile.TemporaryDirectory(prefix=f"trial-{trial.number}-") as work:
+                    outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
+                                         checkpoints=False, curve_prefix="trial", plan=plan)
+                result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model)), valid)
+                if run_id:
+                    tracking.log_metric(f"objective/{ACCURACY}", result.accuracy)
+                    tracking.log_metric(f"objective/{GAP}", result.gap)
+                    tracking.set_tags({"objective.accuracy": result.names[0], "objective.gap": result.names[1]})
+            adapted = outcome.model
+            del outcome
+            base.release(adapted)
+        except BaseException:
+            base.discard()
+            raise
         trial.set_user_attr("objective_names", list(result.names))
         if not (math.isfinite(result.accuracy) and math.isfinite(result.gap)):
             raise ValueError(f"trial {trial.number}: non-finite objective {result}")
@@ -364,16 +416,18 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     from biaslab.models import fingerprint_dir
 
     root = Path(root)
+    plan = plan_training(lora)  # fails here, before any trial, when the machine cannot run the LoRA options
     train = training_examples(frame, lora.augmentation)
     valid = frame[frame["split"] == "validation"].reset_index(drop=True)
     if valid.empty:
         raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
-    name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options)
+    name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options, plan.describe())
     storage = make_storage(cfg.storage, root)
     study = open_study(name, storage, cfg.seed)
     fail_stale_trials(study, storage, cfg.stale_trial_minutes)
     evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
-    ran = run_missing_trials(study, cfg.n_trials, make_objective(base_dir, train, valid, lora, cfg, evaluate),
+    objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan)
+    ran = run_missing_trials(study, cfg.n_trials, objective,
                              cfg.stale_trial_minutes)
     best = choose_trial(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))

@@ -1,0 +1,83 @@
+"""LoRA precision on the hardware at hand: the resolved plan per machine, and clear errors where it cannot run.
+
+The machines are injected (:class:`Capabilities`), so the GPU choices are tested on a CPU-only host;
+the GPU path itself has not run here (see docs/lora_tuning.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from biaslab.config import LoraConfig
+from biaslab.mitigation import training_plan
+from biaslab.mitigation.training_plan import Capabilities, TrainingHardwareError, plan_training
+
+CPU = Capabilities(cuda=False, bf16=False, bitsandbytes=None)
+A100 = Capabilities(cuda=True, bf16=True, bitsandbytes="0.50.2", device_name="A100")
+T4 = Capabilities(cuda=True, bf16=False, bitsandbytes="0.50.2", device_name="Tesla T4")
+GPU_NO_BNB = Capabilities(cuda=True, bf16=True, bitsandbytes=None, device_name="L4")
+
+
+def test_auto_on_the_cpu_is_float32_without_checkpointing_and_the_transformers_optimizer():
+    plan = plan_training(LoraConfig(), CPU)
+    assert plan.describe() == {"device": "cpu", "load_dtype": "float32", "mixed_precision": "none",
+                               "gradient_checkpointing": False, "quantization": "none",
+                               "optimizer": "adamw_torch_fused"}
+    assert plan.sft_arguments() == {"bf16": False, "fp16": False, "gradient_checkpointing": False,
+                                    "gradient_checkpointing_kwargs": None, "optim": "adamw_torch_fused"}
+    assert plan.load_arguments() == {"dtype": torch.float32}
+
+
+@pytest.mark.parametrize("caps, mixed, dtype", [(A100, "bf16", "bfloat16"), (T4, "fp16", "float16")])
+def test_auto_on_a_gpu_takes_the_precision_the_hardware_has(caps, mixed, dtype):
+    plan = plan_training(LoraConfig(), caps)
+    assert (plan.device, plan.mixed_precision, plan.load_dtype) == ("cuda", mixed, dtype)
+    assert plan.gradient_checkpointing and plan.optimizer == "paged_adamw_8bit"  # GBEM-UA's optimizer
+    args = plan.sft_arguments()
+    assert args[mixed] is True and args["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
+
+
+@pytest.mark.parametrize("bits", ["4bit", "8bit"])
+def test_kbit_base_gets_a_bitsandbytes_config_on_one_gpu(bits, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    plan = plan_training(LoraConfig(quantization=bits, gradient_checkpointing=False), A100)
+    args = plan.load_arguments()
+    quant = args["quantization_config"]
+    assert args["device_map"] == {"": 0} and args["dtype"] == torch.bfloat16 and not plan.gradient_checkpointing
+    if bits == "4bit":
+        assert quant.load_in_4bit and quant.bnb_4bit_quant_type == "nf4" and quant.bnb_4bit_use_double_quant
+        assert quant.bnb_4bit_compute_dtype == torch.bfloat16
+    else:
+        assert quant.load_in_8bit and not quant.load_in_4bit
+
+
+@pytest.mark.parametrize("overrides, caps, message", [
+    ({"quantization": "4bit"}, CPU, r"lora\.quantization: 4bit needs a CUDA GPU.*quantization: none"),
+    ({"quantization": "8bit"}, GPU_NO_BNB, r"lora\.quantization: 8bit needs the bitsandbytes package.*biaslab\[gpu\]"),
+    ({"optimizer": "paged_adamw_8bit"}, CPU, r"lora\.optimizer: paged_adamw_8bit is a bitsandbytes optimizer"),
+    ({}, GPU_NO_BNB, r"lora\.optimizer: paged_adamw_8bit needs the bitsandbytes package.*adamw_torch_fused"),
+    ({"mixed_precision": "fp16"}, CPU, r"lora\.mixed_precision: fp16 needs a CUDA GPU"),
+    ({"mixed_precision": "bf16"}, T4, r"lora\.mixed_precision: bf16 needs a GPU with bfloat16; Tesla T4"),
+    ({"optimizer": "adamw_typo"}, CPU, r"lora\.optimizer: adamw_typo is not a transformers optimizer name"),
+])
+def test_what_the_machine_cannot_run_is_an_error_naming_option_and_fix(overrides, caps, message):
+    with pytest.raises(TrainingHardwareError, match=message):
+        plan_training(LoraConfig(**overrides), caps)
+
+
+def test_explicit_choices_win_over_auto():
+    plan = plan_training(LoraConfig(mixed_precision="none", gradient_checkpointing=True, optimizer="adamw_torch"),
+                         A100)
+    assert (plan.mixed_precision, plan.load_dtype, plan.gradient_checkpointing, plan.optimizer) == (
+        "none", "float32", True, "adamw_torch")
+
+
+def test_finetune_on_a_cpu_host_refuses_4bit_before_loading_anything(tmp_path, monkeypatch):
+    from biaslab.mitigation import lora
+
+    monkeypatch.setattr(training_plan, "probe_capabilities", lambda: CPU)
+    monkeypatch.setattr(lora, "load_for_training", lambda *a, **k: pytest.fail("loaded a model"))
+    with pytest.raises(TrainingHardwareError, match="lora.quantization: 4bit"):
+        lora.finetune(tmp_path / "no-model-needed", None, LoraConfig(quantization="4bit"), tmp_path / "lora")
+    assert not (tmp_path / "lora").exists()
