@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lock install clean-outputs ui postgres-server
+.PHONY: run test bench bench-precision gpu-smoke lock install clean-outputs ui postgres-server
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ postgres-server:
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# peak RSS and bytes on disk of snapshot / edit_embeddings / finetune / register on a bf16 ~0.5 B model
+bench-precision: $(STAMP)
+	$(BIN)/python bench/precision.py
 
 ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts
