@@ -51,6 +51,10 @@ bench: $(STAMP)
 bench-precision: $(STAMP)
 	$(BIN)/python bench/precision.py
 
+# the whole pipeline on CUDA in bf16 with a 4-bit LoRA at reduced sizes; says SKIPPED (exit 0) without CUDA
+gpu-smoke: $(STAMP)
+	$(BIN)/python bench/gpu_smoke.py
+
 ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts
 

@@ -49,8 +49,8 @@ MEASURED_RSS = ("base_model", "edit_embeddings@soft", "edit_embeddings@hard", "r
 
 
 # --------------------------------------------------------------------------- the checkpoint
-def build_checkpoint(out: Path, shape: str, corpus_dir: Path) -> None:
-    """Random bf16 model of ``shape`` + a BPE tokenizer trained on the corpora, saved to ``out``."""
+def build_checkpoint(out: Path, shape: str, corpus_dir: Path, spec: dict | None = None) -> None:
+    """Random bf16 model of ``shape`` (or of the config ``spec``) + a BPE tokenizer trained on the corpora."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -61,7 +61,7 @@ def build_checkpoint(out: Path, shape: str, corpus_dir: Path) -> None:
         with (corpus_dir / language / f"{language}_corpus.txt").open(encoding="utf-8") as fh:
             texts += fh.read(400_000).split("\n")
     tokenizer = train_bpe_tokenizer(texts, vocab_size=8192)
-    spec = dict(SHAPES[shape])
+    spec = dict(spec or SHAPES[shape])
     config = AutoConfig.for_model(spec.pop("model_type"), **spec, bos_token_id=0, eos_token_id=1, pad_token_id=2,
                                   max_position_embeddings=2048)
     torch.manual_seed(0)

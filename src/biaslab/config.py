@@ -41,11 +41,20 @@ class GbemUaSplit(Section):
     seed: int = 0
 
 
+class SampleConfig(Section):
+    """Reduced benchmark sizes for smoke runs (``make gpu-smoke``): see :mod:`biaslab.data.sample`."""
+
+    per_group: int = Field(ge=1, description="units (profession, occupation, pair) kept per reported group")
+    seed: int = 0
+
+
 class DataConfig(Section):
     mirror_dir: str = Field("../shared/datasets", description="local mirror read first; env BIASLAB_DATA_DIR wins")
     prepared_dir: str = "data/prepared"
     allow_download: bool = Field(True, description="fall back to the pinned remote source if the mirror lacks a file")
     gbem_ua: GbemUaSplit = GbemUaSplit()
+    sample: SampleConfig | None = Field(
+        None, description="null = the full tables; {per_group, seed} = a smaller copy of every benchmark table")
 
     def resolved_mirror_dir(self) -> Path:
         """The mirror directory, with ``BIASLAB_DATA_DIR`` taking precedence over params."""

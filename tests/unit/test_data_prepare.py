@@ -83,3 +83,33 @@ def test_stage_script_exits_nonzero_with_message(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "prepare failed:" in err and "train_dataset_acc.csv" in err and "allow_download is false" in err
     assert not (tmp_path / "prepared").exists()
+
+
+def test_sampled_prepare_keeps_few_whole_units_per_reported_group(prepared, tmp_path):
+    from biaslab.config import SampleConfig
+    from biaslab.data.sample import UNITS
+
+    full_out, _, params = prepared
+    data = params.data.model_copy(update={"prepared_dir": str(tmp_path / "sampled"),
+                                          "sample": SampleConfig(per_group=2, seed=0)})
+    report = prepare(params.model_copy(update={"data": data}))
+    out = tmp_path / "sampled"
+    assert report["sample"] == {"per_group": 2, "seed": 0}
+    for name, (unit, strata) in UNITS.items():
+        full, small = pd.read_parquet(full_out / name), pd.read_parquet(out / name)
+        assert 0 < len(small) < len(full), name
+        groups = small.groupby(list(strata)) if strata else [((), small)]
+        for key, members in groups:
+            assert len(members[unit].unique() if unit else members) <= 2, (name, key)
+        if strata:  # every reported group survives
+            assert set(map(tuple, small[list(strata)].drop_duplicates().astype(str).values)) == set(
+                map(tuple, full[list(strata)].drop_duplicates().astype(str).values)), name
+        if unit:  # units are whole: every row of a kept unit is kept
+            kept = full[full[unit].isin(small[unit])]
+            assert len(kept) == len(small), name
+    assert pd.read_parquet(out / "gender_pairs.parquet").equals(pd.read_parquet(full_out / "gender_pairs.parquet"))
+    split = json.loads((out / "gbem_ua_split.json").read_text(encoding="utf-8"))
+    gbem = pd.read_parquet(out / "gbem_ua.parquet")
+    assert {k: sorted(v) for k, v in split.items()} == {
+        k: sorted(gbem.loc[gbem["split"] == k, "profession"].unique()) for k in split}
+    assert all(len(v) == 2 for v in split.values())

@@ -40,8 +40,15 @@ def prepare(params: Params) -> dict[str, Any]:
         "winogender.parquet": winogender.load(cfg, report),
         "genderlex.parquet": genderlex.load(cfg, report),
     }
+    split = gbem_ua.split_professions(tables["gbem_ua.parquet"]["profession"], cfg.gbem_ua)  # of the full table
+    if cfg.sample is not None:  # a smoke run: fewer items per reported group (biaslab.data.sample)
+        from biaslab.data.sample import sample_tables
+
+        tables = sample_tables(tables, cfg.sample.per_group, cfg.sample.seed)
+        kept = set(tables["gbem_ua.parquet"]["profession"])
+        split = {name: [p for p in professions if p in kept] for name, professions in split.items()}
     documents = {
-        "gbem_ua_split.json": gbem_ua.split_professions(tables["gbem_ua.parquet"]["profession"], cfg.gbem_ua),
+        "gbem_ua_split.json": split,
         "occugender_spec.json": occugender.load_spec(cfg, report),
         "winobias_occupations.json": winobias.load_occupations(cfg, report),
     }
@@ -49,6 +56,7 @@ def prepare(params: Params) -> dict[str, Any]:
         report.tables[name] = table.num_rows
     result = report.to_dict()
     result["gbem_ua_split"] = {k: len(v) for k, v in documents["gbem_ua_split.json"].items()}
+    result["sample"] = cfg.sample.model_dump() if cfg.sample is not None else None
     with atomic_dir(cfg.prepared_dir) as out:
         for name, table in tables.items():
             pq.write_table(table.with_format("arrow")[:], out / name)

@@ -1,0 +1,45 @@
+"""`make gpu-smoke` on a machine without CUDA: says it did not run and exits 0; its params overlay is valid."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_smoke.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_smoke", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_cuda_it_skips_with_a_message_and_exit_0():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: make gpu-smoke runs for real here")
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "SKIPPED" in done.stdout and "nothing ran" in done.stdout and "no CUDA device" in done.stdout
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_the_overlay_is_valid_params_for_bf16_and_4bit(tmp_path, cpu):
+    from biaslab.config import Params
+
+    params = Params.model_validate(_module().smoke_params(tmp_path / "model", tmp_path / "mirror", cpu))
+    assert params.model.source == str(tmp_path / "model") and params.model.dtype == "auto"
+    assert params.data.sample is not None and params.data.sample.per_group == 4
+    assert (params.lora.quantization, params.scoring.device) == (("none", "cpu") if cpu else ("4bit", "cuda"))
+    assert params.tune.n_trials == 2
+
+
+def test_overlay_keys_must_exist():
+    with pytest.raises(KeyError):
+        _module().overlay_params({"lora": {}}, {"nope.key": 1})
