@@ -182,8 +182,12 @@ def main() -> int:
         print("gpu-smoke: params overlay:\n" + "\n".join(f"  {k}: {v}" for k, v in overlay.items()), flush=True)
         env = {**os.environ, "PYTHONPATH": str(work / "src"), "HF_HUB_OFFLINE": "1",
                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-        subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=work, env=env, check=True)
-        repro = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=work, env=env)
+        dvc = [sys.executable, "-m", "dvc"]
+        if (work / ".dvc").is_dir():  # the repository's .dvc/config was copied: DVC without git from here on
+            subprocess.run([*dvc, "config", "core.no_scm", "true"], cwd=work, env=env, check=True)
+        else:
+            subprocess.run([*dvc, "init", "--no-scm", "-q"], cwd=work, env=env, check=True)
+        repro = subprocess.run([*dvc, "repro"], cwd=work, env=env)
         if repro.returncode:
             print(f"gpu-smoke: FAILED - dvc repro exited {repro.returncode} (workspace {work})")
             args.keep = True

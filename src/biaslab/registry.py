@@ -11,9 +11,10 @@ Three jobs, in the order a pipeline meets them:
    ``candidate`` points at the newest version. What each variant becomes:
 
    * full model (``config.json`` + safetensors: base, embedding-edited checkpoints) - the
-     ``transformers`` flavour (``mlflow.transformers.save_model`` with an explicit pip list, so
+     ``transformers`` flavour (``mlflow.transformers.save_model`` of the checkpoint directory, which
+     copies its files: the weights keep their bytes and dtype, nothing is loaded; explicit pip list, so
      ``mlflow.transformers.load_model("models:/<name>@champion")`` works), or a byte copy of the
-     directory with ``flavor="artifacts"`` (faster; see docs/registry_report.md for timings);
+     directory with ``flavor="artifacts"`` (see docs/registry_report.md for timings);
    * overlay (``variant.json`` + LoRA adapter or embedding hook) - the directory as artifacts plus
      ``base_reference.json``; the tag ``base_model`` names the base's registered version;
    * prompt - ``prompt.json`` (the prefixes and the base reference).
@@ -29,6 +30,7 @@ Three jobs, in the order a pipeline meets them:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -204,22 +206,6 @@ def pip_requirements(extra: tuple[str, ...] = ()) -> list[str]:
     return reqs
 
 
-def _tensor_digests(directory: Path) -> dict[str, str]:
-    """SHA-256 of every tensor in the directory's safetensors files (name -> digest)."""
-    import torch
-    from safetensors import safe_open
-
-    out = {}
-    for file in sorted(directory.glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as fh:
-            for key in fh.keys():
-                tensor = fh.get_tensor(key).contiguous()
-                out[key] = f"{tensor.dtype}:{tuple(tensor.shape)}:" + hashlib.sha256(
-                    tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
-                ).hexdigest()
-    return out
-
-
 def _copy_model_files(src: Path, dst: Path) -> None:
     for file in _model_files(src):
         target = dst / file.relative_to(src)
@@ -259,37 +245,68 @@ def package_variant(src: VariantSource, dst: Path, *, flavor: str, base_referenc
     _save_transformers_flavor(src.model_dir, dst)
 
 
-def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
-    """``mlflow.transformers.save_model`` of a full model, with the weights proven equal to the source.
+@contextlib.contextmanager
+def _pipeline_classes_for_mlflow():
+    """Within the block, ``transformers.pipelines.check_task`` names the pipeline *class*, not its dotted path.
 
-    The flavour re-serialises weights (``save_pretrained``), so byte equality with the source is not
-    guaranteed; equality of every tensor (name, dtype, shape, bytes) is what we check. The model is
-    loaded with ``dtype="auto"`` so the checkpoint's dtype is kept. A local checkpoint *path* cannot be
-    given to the flavour: with transformers 5 it fails (``'str' object has no attribute '__name__'``
-    in ``build_flavor_config_from_local_checkpoint``), so the model is passed in memory.
+    MLflow 3.17 builds the flavour of a local checkpoint with ``check_task(task)[1]["impl"].__name__``;
+    transformers 5 registers ``impl`` as a dotted string, so that fails with ``'str' object has no attribute
+    '__name__'``. The patch imports the class the string names, for MLflow's call only.
+    """
+    import importlib
+
+    from transformers import pipelines
+
+    original = pipelines.check_task
+
+    def check_task(task: str):
+        name, meta, options = original(task)
+        impl = meta.get("impl")
+        if isinstance(impl, str):
+            module, _, cls = impl.rpartition(".")
+            meta = {**meta, "impl": getattr(importlib.import_module(module), cls)}
+        return name, meta, options
+
+    pipelines.check_task = check_task
+    try:
+        yield
+    finally:
+        pipelines.check_task = original
+
+
+def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
+    """``mlflow.transformers.save_model`` of the checkpoint *directory*: MLflow copies its files.
+
+    The weights are never loaded or re-serialised: MLflow's local-checkpoint path copies the directory
+    into ``<dst>/model`` (and saves the tokenizer under ``components/``), so the registered version has the
+    checkpoint's own bytes and dtype (bf16 stays bf16, recorded as the flavour's ``torch_dtype``), and
+    registering costs no model-sized memory. The copy is checked byte for byte against the source.
     """
     import mlflow.transformers
+    from transformers import AutoConfig
 
-    from biaslab.models import load_model
+    from biaslab.models import detect_kind
+    from biaslab.weights.index import SafetensorsIndex
 
     try:
-        loaded = load_model(model_dir, dtype="auto")
-    except Exception as exc:  # noqa: BLE001 - any load failure means the flavour cannot be built
+        kind = detect_kind(AutoConfig.from_pretrained(str(model_dir)))
+        dtype = SafetensorsIndex(model_dir).floating_dtype()
+    except Exception as exc:  # noqa: BLE001 - any failure means the flavour cannot be built
         raise RegistryError(
-            f"{model_dir}: cannot load the model to log it with the transformers flavour ({type(exc).__name__}: "
+            f"{model_dir}: cannot read the model to log it with the transformers flavour ({type(exc).__name__}: "
             f"{exc}); fix the model directory, or register a byte copy with --flavor artifacts"
         ) from exc
     shutil.rmtree(dst)  # save_model wants to create the directory itself
-    mlflow.transformers.save_model(
-        {"model": loaded.model, "tokenizer": loaded.tokenizer},
-        path=str(dst),
-        task="fill-mask" if loaded.kind == "masked" else "text-generation",
-        pip_requirements=pip_requirements(),
-        model_card=None,
-    )
-    weights_dir = dst / "model"
-    if _tensor_digests(model_dir) != _tensor_digests(weights_dir):
-        raise RegistryError(f"{model_dir}: the transformers flavour saved different weights than the source")
+    with _pipeline_classes_for_mlflow():
+        mlflow.transformers.save_model(
+            str(model_dir),
+            path=str(dst),
+            task="fill-mask" if kind == "masked" else "text-generation",
+            torch_dtype=dtype,
+            pip_requirements=pip_requirements(),
+            model_card=None,
+        )
+    _check_copy(model_dir, dst, prefix="model/")
 
 
 def _list_artifacts_recursive(client: Any, run_id: str, path: str) -> dict[str, int | None]:

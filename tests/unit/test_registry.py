@@ -197,6 +197,34 @@ def test_transformers_flavor_full_model_is_loadable(project):
     assert client.get_model_version(params.registry.model_name, reg.version).tags["format"] == "transformers"
 
 
+def test_transformers_flavor_copies_a_bf16_checkpoint_without_re_saving(project, tmp_path):
+    """The flavour is built from the directory: the registered weights are the checkpoint's bytes, still bf16."""
+    import hashlib
+
+    import mlflow.transformers
+    import torch
+    from mlflow import MlflowClient
+
+    from biaslab.registry import register_variants
+
+    root, params = project
+    bf16 = root / "models" / "bf16"
+    if not bf16.exists():
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        AutoModelForCausalLM.from_pretrained(root / "models" / "base", dtype=torch.bfloat16).save_pretrained(bf16)
+        AutoTokenizer.from_pretrained(root / "models" / "base").save_pretrained(bf16)
+    variants = {"bf16": {"method": "none", "model_dir": "models/bf16"}}
+    params = Params.model_validate({**params.model_dump(), "variants": variants})
+    reg = register_variants(params, root, variants=["bf16"])["bf16"]
+    local = Path(MlflowClient().download_artifacts(reg.run_id, "variant_bf16", str(tmp_path)))
+    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    assert sha(local / "model" / "model.safetensors") == sha(bf16 / "model.safetensors")
+    assert "torch.bfloat16" in (local / "MLmodel").read_text()
+    loaded = mlflow.transformers.load_model(str(local), return_type="components")
+    assert loaded["model"].dtype == torch.bfloat16
+
+
 def test_promotion_refused_and_approved(project):
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
