@@ -274,3 +274,33 @@ def test_hook_variant_directory_loads_through_models(tiny_tokenizer, prepared, t
     assert torch.equal(hooked.get_input_embeddings().weight, base.get_input_embeddings().weight)
     assert torch.equal(_logits(hooked, tiny_tokenizer, NO_TARGET), _logits(base, tiny_tokenizer, NO_TARGET))
     assert not torch.equal(_logits(hooked, tiny_tokenizer, WITH_TARGET), _logits(base, tiny_tokenizer, WITH_TARGET))
+
+
+# ------------------------------------------------------------------ masked LMs: the MLM decoder bias
+@pytest.mark.parametrize("arch", ["xlm-roberta", "bert"])
+def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
+    """RoBERTa/XLM-R and BERT tie the MLM decoder bias to the head's bias only while the word embeddings are
+    tied; an untied copy must store it, or it reloads as zeros and shifts every output logit."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from biaslab.mitigation.embedding.edit import edit_checkpoint
+    from biaslab.weights.layout import model_layout
+
+    config = AutoConfig.for_model(arch, vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=40)
+    torch.manual_seed(0)
+    model = AutoModelForMaskedLM.from_config(config).eval()
+    head_bias = next(p for n, p in model.named_parameters() if n.endswith("predictions.bias") or n == "lm_head.bias")
+    with torch.no_grad():
+        head_bias.copy_(torch.linspace(-2, 2, head_bias.numel()))  # a trained head's bias is far from zero
+    model.save_pretrained(tmp_path / "base")
+    layout = model_layout(tmp_path / "base")
+    assert layout.tied and len(layout.untie_losses) == 1 and layout.untie_losses[0][0].endswith("decoder.bias")
+    basis = torch.nn.functional.normalize(torch.randn(1, 16), dim=1)
+    edit_checkpoint(tmp_path / "base", tmp_path / "edited", layout, basis, row_ids=[5, 6])
+    edited = AutoModelForMaskedLM.from_pretrained(tmp_path / "edited").eval()
+    ids = torch.tensor([[1, 7, 8, 9, 2]])  # no edited row: an input intervention leaves the logits alone
+    with torch.no_grad():
+        assert torch.allclose(edited(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-6)
+    decoder_bias = edited.get_output_embeddings().bias
+    assert torch.equal(decoder_bias, head_bias.detach())

@@ -25,6 +25,10 @@ class ModelLayout:
     output_head: str | None  # e.g. lm_head.weight; None when the model has no output embedding
     tied: bool  # the output head shares the input embedding's weight
     base_model_prefix: str
+    # (target, source) tensor names tied only while the word embeddings are: untying the config unties them
+    # too, e.g. RoBERTa/XLM-R's MLM decoder bias (``lm_head.decoder.bias`` = ``lm_head.bias``), which the
+    # checkpoint stores once - so an untied copy must store the target itself (:func:`untie_output_head`)
+    untie_losses: tuple[tuple[str, str], ...] = ()
 
     def checkpoint_key(self, name: str, index: SafetensorsIndex) -> str | None:
         """The key under which tensor ``name`` is stored in ``index`` (with/without the prefix), or None."""
@@ -63,12 +67,34 @@ def model_layout(directory: str | os.PathLike[str], *, kind: str = "auto",
     names = {id(module): name for name, module in model.named_modules()}
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
     tied = head is not None and head.weight is embedding.weight
+    head_name = f"{names[id(head)]}.weight" if head is not None else None
     return ModelLayout(
         kind=kind,
         architecture=type(model).__name__,
         n_parameters=sum(p.numel() for p in model.parameters()),
         input_embedding=f"{names[id(embedding)]}.weight",
-        output_head=f"{names[id(head)]}.weight" if head is not None else None,
+        output_head=head_name,
         tied=tied,
         base_model_prefix=getattr(model, "base_model_prefix", "") or "",
+        untie_losses=_untie_losses(model, config, auto, head_name, trust_remote_code) if tied else (),
     )
+
+
+def _untie_losses(model, config, auto, head_name: str | None,
+                  trust_remote_code: bool) -> tuple[tuple[str, str], ...]:
+    """The ties of ``model`` besides the output head's that a ``tie_word_embeddings: false`` config drops."""
+    import copy
+
+    import torch
+
+    tied = dict(getattr(model, "all_tied_weights_keys", None) or {})
+    if not any(target != head_name for target in tied):
+        return ()
+    untied_config = copy.deepcopy(config)
+    untied_config.tie_word_embeddings = False
+    if getattr(untied_config, "text_config", None) is not None:
+        untied_config.text_config.tie_word_embeddings = False
+    with torch.device("meta"):
+        untied = auto.from_config(untied_config, trust_remote_code=trust_remote_code)
+    kept = dict(getattr(untied, "all_tied_weights_keys", None) or {})
+    return tuple(sorted((t, s) for t, s in tied.items() if t != head_name and t not in kept))

@@ -115,8 +115,30 @@ def untie_output_head(directory: Path, layout: ModelLayout, embedding_key: str) 
             embedding = fh.get_tensor(embedding_key)
         _add_shard(directory, layout.output_head, embedding)
         del embedding
+    _store_untie_losses(directory, layout)
     _set_untied(directory / "config.json")
     return True
+
+
+def _store_untie_losses(directory: Path, layout: ModelLayout) -> None:
+    """Store the targets of the ties untying drops (``layout.untie_losses``) as copies of their sources.
+
+    Without this an untied RoBERTa/XLM-R checkpoint reloads its MLM decoder bias as zeros (the file holds
+    ``lm_head.bias`` once; with the tie gone, ``lm_head.decoder.bias`` is "missing" and freshly initialised),
+    which shifts every output logit by the bias: the edit would no longer be an input intervention.
+    """
+    from safetensors import safe_open
+
+    for target, source in layout.untie_losses:
+        index = SafetensorsIndex(directory)
+        if layout.checkpoint_key(target, index) is not None:
+            continue
+        source_key = layout.require_key(source, index)
+        prefix = f"{layout.base_model_prefix}."
+        stored_without_prefix = source_key != source and source.startswith(prefix)
+        target_key = target[len(prefix):] if stored_without_prefix and target.startswith(prefix) else target
+        with safe_open(str(index[source_key].file), framework="pt") as fh:
+            _add_shard(directory, target_key, fh.get_tensor(source_key))
 
 
 def edit_checkpoint(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], layout: ModelLayout,
