@@ -190,7 +190,8 @@ def main() -> int:
                             "--mirror", str(args.mirror)], check=True, env=env)
         write_params(work, checkpoint, args.mirror.resolve())
         commands = stage_commands()
-        result: dict = {"shape": args.shape, "command": f"python bench/precision.py --shape {args.shape}",
+        command = " ".join(["python", "bench/precision.py", *sys.argv[1:]])
+        result: dict = {"shape": args.shape, "command": command,
                         "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU, no GPU",
                         "stages": {}, "stored": {}}
         from biaslab.weights.index import SafetensorsIndex

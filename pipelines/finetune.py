@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> None:
                             ("train_loss", result.train_loss), ("seconds_per_step", result.seconds_per_step)):
             if value is not None:
                 tracking.log_metric(f"finetune/{name}", value)
-        tracking.set_tags({"resumed_from": result.resumed_from or "none"})
+        tracking.set_tags({"resumed_from": result.resumed_from or "none",
+                           **{f"training.{k}": v for k, v in result.training.items()}})  # the resolved precision plan
         tracking.log_artifact(variant.model_dir, "adapter")
         tracking.write_run_json(RUN_FILE, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
                                 fingerprint=fingerprint_dir(variant.model_dir), variant="lora",
