@@ -12,12 +12,13 @@ from biaslab.pretrain.corpus import write_corpus
 
 
 @pytest.mark.slow
-def test_stage_trains_saves_and_tracks(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dtype", ["auto", "bfloat16"])
+def test_stage_trains_saves_and_tracks(tmp_path, monkeypatch, dtype):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for lang in ("en", "uk"):
         write_corpus(tmp_path / "corpora", lang, [f"{lang} text number {i}\nsecond line {i}" for i in range(6)])
     params = Params.model_validate({
-        "model": {"pretrain": {
+        "model": {"dtype": dtype, "pretrain": {
             "corpus_dir": str(tmp_path / "corpora"), "languages": ["en", "uk"], "chars_per_language": 5_000,
             "validation_documents": 2, "validation_chars": 500, "vocab_size": 280, "hidden_size": 16,
             "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
@@ -32,6 +33,12 @@ def test_stage_trains_saves_and_tracks(tmp_path, monkeypatch):
     assert run["fingerprint"] == fingerprint_dir(tmp_path / "models" / "base")
     assert run["model_uri"] == "models/base" and run["run_id"]
     assert summary["steps"] == 2 and set(summary["val_ppl"]) == {"en", "uk"}
+    import torch
+
+    from biaslab.weights.index import SafetensorsIndex
+
+    stored = SafetensorsIndex(tmp_path / "models" / "base").floating_dtype()
+    assert stored == (torch.float32 if dtype == "auto" else torch.bfloat16)  # trained in float32, stored as asked
 
     import mlflow
 

@@ -83,6 +83,10 @@ def _train(params: Params, out_dir: Path, progress: bool) -> dict[str, Any]:
         corpus_dir, cfg.languages, cfg.chars_per_language, cfg.validation_documents, cfg.validation_chars, cfg.seed
     )
     result = train_base_model(splits, cfg, progress=progress)
+    if params.model.dtype != "auto":  # trained in float32; stored as asked (the summary is the float32 model's)
+        import torch
+
+        result.model.to(getattr(torch, params.model.dtype))
     save_trained(result, out_dir)
     tracking.log_series("train/loss", result.loss_curve)
     for lang, curve in result.val_curves.items():
