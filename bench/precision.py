@@ -190,7 +190,8 @@ def main() -> int:
                             "--mirror", str(args.mirror)], check=True, env=env)
         write_params(work, checkpoint, args.mirror.resolve())
         commands = stage_commands()
-        command = " ".join(["python", "bench/precision.py", *sys.argv[1:]])
+        argv = ["<workspace>" if args.work and a == str(args.work) else a for a in sys.argv[1:]]
+        command = " ".join(["python", "bench/precision.py", *argv])  # a reused workspace skips build + prepare
         result: dict = {"shape": args.shape, "command": command,
                         "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU, no GPU",
                         "stages": {}, "stored": {}}
