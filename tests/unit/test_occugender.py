@@ -311,3 +311,44 @@ def test_unknown_option_is_an_error(prepared):
         BENCHMARK.run(FakeLM(), prepared, {"aggregaton": "authors"}, CTX)
     with pytest.raises(ValueError, match="aggregation must be one of"):
         BENCHMARK.run(FakeLM(), prepared, {"aggregation": "paper"}, CTX)
+
+
+def test_paper_tables_3_and_5_from_the_variant_tables(prepared):
+    from biaslab.benchmarks.base import VariantEvaluation
+
+    runs = {name: BENCHMARK.run(FakeLM(probs), prepared, {"case_variants": "all", "aggregation": "product"}, CTX)
+            for name, probs in (("base", PROBS), ("swapped", {"he": PROBS["she"], "she": PROBS["he"], "they": PROBS["they"]}))}
+    variants = {name: VariantEvaluation(r.metrics, {"occugender_table": r.tables["occugender_table"]})
+                for name, r in runs.items()}
+    variants["other_benchmark_only"] = VariantEvaluation({}, {})
+    t3, t5 = BENCHMARK.paper_tables(variants)
+    assert (t3.paper, t3.key, t5.key) == ("occugender", "table3", "table5")
+    frame = t3.frame.set_index("variant")
+    assert list(frame.index) == ["base", "swapped"]
+    assert list(frame.columns)[:3] == ["Explicit FD M", "Explicit FD F", "Explicit FD D"]
+    assert frame.loc["base", "Explicit FD M"] == pytest.approx(100 * runs["base"].metrics[
+        "occugender/explicit_female_dominated_p_male"].value)
+    assert frame.loc["swapped", "Implicit MD F"] == pytest.approx(frame.loc["base", "Implicit MD M"])
+    rows = t5.frame[t5.frame["variant"] == "base"]
+    # SPEC has debiasing prompts 1 (high), 3 and 4 (medium): the paper's row order, missing rows left out
+    assert list(zip(rows["Abs."], rows["ID"])) == [("", "None"), ("High", "1"), ("High", "Avg"), ("Med.", "3"),
+                                                  ("Med.", "4"), ("Med.", "Avg")]
+    assert t3.published.shape == (6, 13) and t5.published.shape == (60, 15)
+    assert t3.reproduce.startswith("dvc exp run")
+
+
+def test_published_tables_are_consistent_transcriptions():
+    """Each model's None row of Tables 5/6/8-11 is its Table 3 row; every Avg row is its two prompts' mean."""
+    from biaslab.benchmarks.occugender_paper import LABELS, published_table3, published_table5
+
+    t3, t5 = published_table3().set_index("model"), published_table5()
+    for model, block in t5.groupby("model"):
+        none = block[block["ID"] == "None"][LABELS].to_numpy()[0]
+        assert none == pytest.approx(t3.loc[model, LABELS].to_numpy())
+        for level in ("High", "Med.", "Low"):
+            rows = block[block["Abs."] == level].set_index("ID")[LABELS]
+            prompts = rows.drop(index="Avg").to_numpy()
+            assert rows.loc["Avg"].to_numpy() == pytest.approx(prompts.mean(axis=0), abs=0.051)
+    # the cells of a prompt and group are a distribution: M + F + D = 100 up to the paper's rounding
+    cells = t5[LABELS].to_numpy().reshape(len(t5), 4, 3)
+    assert cells.sum(axis=2) == pytest.approx(100.0, abs=0.21)

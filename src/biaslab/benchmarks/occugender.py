@@ -352,4 +352,11 @@ class OccuGender:
         )
 
 
+    def paper_tables(self, variants):
+        """Tables 3 and 5 of the paper (:mod:`biaslab.benchmarks.occugender_paper`)."""
+        from biaslab.benchmarks.occugender_paper import paper_tables
+
+        return paper_tables(variants)
+
+
 BENCHMARK = OccuGender()
