@@ -34,6 +34,7 @@ from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from biaslab.config import Params
 from biaslab.metrics.values import MetricValue
 from biaslab.mitigation.prompt import resolve_prompt_prefix
+from biaslab.mitigation.sft_data import TRAINED_ON_BENCHMARKS
 from biaslab.scoring.device import resolve_placement
 from biaslab.scoring.requests import NonFiniteScoreError
 
@@ -149,6 +150,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         seed=params.evaluation.seed,
         bootstrap_samples=params.evaluation.bootstrap_samples,
         confidence=params.evaluation.confidence,
+        trained_on=TRAINED_ON_BENCHMARKS if variant.method == "lora" else (),
     )
     threads = set_threads(params.scoring.num_threads)
     tracking.configure(params.tracking, root)

@@ -153,7 +153,7 @@ def _metric_key(name: str) -> str:
 
 
 def log_metric_values(metrics: Mapping[str, MetricValue]) -> None:
-    """Log each value with its CI bounds, and its direction/ideal as tags (``direction.<name>``)."""
+    """Log each value with its CI bounds, and its direction/ideal/description as tags (``direction.<name>``)."""
     mlflow = _mlflow()
     flat: dict[str, float] = {}
     tags: dict[str, str] = {}
@@ -169,6 +169,8 @@ def log_metric_values(metrics: Mapping[str, MetricValue]) -> None:
         tags[f"direction.{key}"] = mv.direction
         if mv.ideal is not None:
             tags[f"ideal.{key}"] = str(mv.ideal)
+        if mv.description:  # what the number is, e.g. that a metric is biaslab's own addition to a paper
+            tags[f"description.{key}"] = mv.description[:5000]
     if flat:
         mlflow.log_metrics(flat)
     if tags:

@@ -79,25 +79,25 @@ PROBS = {
 P_EOS = 0.5  # probability the fake gives every EOS pad token
 
 
-def FakeLM(frame: pd.DataFrame) -> FakeScorer:  # noqa: N802 - reads like the class it builds
+def FakeLM(frame: pd.DataFrame, probs: dict | None = None, p_eos: float = P_EOS) -> FakeScorer:  # noqa: N802
     """Known answers: P(" так"/" ні") from QA_ANSWERS; every word of a probability-set sentence has the
     probability PROBS gives that sentence (so its geometric mean is that number); EOS pads have P_EOS."""
     answers, token_p = {}, {}
     for row in frame.itertuples():
         key = (group_of(row), row.profession, row.is_correct)
         answers[QA_PROMPT + row.qa_sentence] = QA_ANSWERS[key]
-        p_pos, p_neg = PROBS[key]
+        p_pos, p_neg = (probs or PROBS)[key]
         token_p[row.prob_sentence.replace("BLANK ", "")] = p_pos
         token_p[row.prob_sentence.replace("BLANK ", "не ")] = p_neg
-    probs = {True: {" так": 0.5, " Так": 0.05, " ні": 0.1, " Ні": 0.05},
-             False: {" так": 0.1, " Так": 0.05, " ні": 0.5, " Ні": 0.05}}
+    answer_p = {True: {" так": 0.5, " Так": 0.05, " ні": 0.1, " Ні": 0.05},
+                False: {" так": 0.1, " Так": 0.05, " ні": 0.5, " Ні": 0.05}}
 
     def sentence(s: str) -> SentenceScore:
         n = len(s.split())  # one token per word
         return SentenceScore(n * math.log(token_p[s]), n)
 
-    return FakeScorer(loglikelihood=lambda r: math.log(probs[answers[r.context]][r.continuation]),
-                      sentences=sentence, eos_logprob=math.log(P_EOS))
+    return FakeScorer(loglikelihood=lambda r: math.log(answer_p[answers[r.context]][r.continuation]),
+                      sentences=sentence, eos_logprob=math.log(p_eos))
 
 
 def run(frame, **options):
@@ -140,6 +140,28 @@ def test_hand_computed_metrics():
     assert got["prob_diff_fem"] == pytest.approx(sum(pos) / 4 + sum(neg) / 4)
     # one engine call per request type, not one per item
     assert [op for op, _ in lm.calls] == ["loglikelihood", "geometric_mean_probabilities"]
+
+
+def test_prob_label_agreement_uses_pair_padded_labels_as_the_authors():
+    """Table 6's labels come from the pair-padded probabilities (FairLMs ``compute_difference``).
+
+    The male інженер/relevant sentence gets one EOS pad in the fem pairing (the female title is one word
+    longer). With P+ = 0.30, P- = 0.29 and P(EOS) = 0.01 the pad flips its label: n = 8 tokens,
+    (8·ln .30 + ln .01)/9 = -1.5819 < (9·ln .29 + ln .01)/10 = -1.5746, so P+' < P-'.
+    """
+    frame = synthetic_frame()
+    probs = {**PROBS, ("man_nofem", "інженер", True): (0.30, 0.29)}
+    padded = values(evaluate_gbem_ua(FakeLM(frame, probs=probs, p_eos=0.01), frame, {}, CTX))
+    plain = values(evaluate_gbem_ua(FakeLM(frame, probs=probs, p_eos=0.01), frame, {"prob_label": "unpadded"}, CTX))
+    # unpadded labels: man [T F T F] vs woman_fem [F F T T] -> 2/4 agree
+    assert plain["prob_label_agreement_fem"] == pytest.approx(0.5)
+    # padded: the male інженер/relevant label flips to F -> man [T F F F] vs [F F T T] -> 1/4
+    assert padded["prob_label_agreement_fem"] == pytest.approx(0.25)
+    # no pads in the nofem pairing; prob_f1 (biaslab's own) always uses the unpadded per-item label
+    for key in ("prob_label_agreement_nofem", "prob_f1_man_nofem", "prob_diff_fem"):
+        assert padded[key] == pytest.approx(plain[key])
+    with pytest.raises(ValueError, match="prob_label"):
+        evaluate_gbem_ua(FakeLM(frame), frame, {"prob_label": "mixed"}, CTX)
 
 
 def test_unpadded_prob_diff_and_labels_use_plain_scores():
@@ -248,14 +270,22 @@ def test_run_reads_the_eval_rows_of_the_prepared_table(tmp_path):
     extra = synthetic_frame().assign(
         item_id=lambda f: "train:" + f["row"].astype(str), source_file="train"
     )
-    validation = synthetic_frame().assign(item_id=lambda f: "v:" + f["row"].astype(str), split="validation")
+    validation = synthetic_frame().assign(item_id=lambda f: "v:" + f["row"].astype(str), split="validation",
+                                          profession=lambda f: f["profession"] + "-v")
     pd.concat([frame, extra, validation]).to_parquet(tmp_path / "gbem_ua.parquet")
     lm = FakeLM(frame)
     result = BENCHMARK.run(lm, tmp_path, {}, CTX)
     assert result.predictions["qa"]["item_id"].str.startswith("test:").all()
     assert BENCHMARK.name == "gbem_ua" and BENCHMARK.language == "uk"
-    tuned = BENCHMARK.run(lm, tmp_path, {"split": "validation"}, CTX)
-    assert tuned.predictions["qa"]["item_id"].str.startswith("v:").all()
+    everything = BENCHMARK.run(lm, tmp_path, {"items": "all"}, CTX)  # every profession of the test file
+    assert len(everything.predictions["qa"]) == 2 * len(result.predictions["qa"])
+    assert set(everything.predictions["qa"]["item_id"].str[:2]) == {"te", "v:"}
+    trained = EvalContext(seed=0, bootstrap_samples=0, progress=False, trained_on=("gbem_ua",))
+    with pytest.raises(ValueError, match="fine-tuned"):
+        BENCHMARK.run(lm, tmp_path, {"items": "all"}, trained)
+    assert BENCHMARK.run(lm, tmp_path, {}, trained).metrics  # heldout is fine for a fine-tuned variant
+    with pytest.raises(ValueError, match="items must be one of"):
+        BENCHMARK.run(lm, tmp_path, {"items": "validation"}, CTX)
     assert set(result.tables["summary"]["metric"]) == {k.split("/")[1] for k in result.metrics}
     small = BENCHMARK.run(lm, tmp_path, {"max_professions": 1}, CTX)
     assert set(small.predictions["prob"]["profession"]) == {sorted(PROFESSIONS)[0]}

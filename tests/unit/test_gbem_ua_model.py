@@ -80,6 +80,9 @@ def test_benchmark_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_tokeni
         assert (pairs.filter(like="eos_pad").to_numpy() > 0).any()  # the titles really differ in length
         expected = prob_diff(pd.DataFrame(naive))
         assert result.metrics[f"gbem_ua/prob_diff_{pairing}"].value == pytest.approx(expected, abs=1e-5)
+        # Table 6: labels from the pair-padded probabilities (the authors' compute_difference)
+        agree = [(r["p_pos_male"] > r["p_neg_male"]) == (r["p_pos_female"] > r["p_neg_female"]) for r in naive]
+        assert result.metrics[f"gbem_ua/prob_label_agreement_{pairing}"].value == pytest.approx(np.mean(agree))
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +123,34 @@ def test_embedding_parser_picks_the_closer_word(tiny_encoder_dir):
     assert parsed["sim_yes"][0] == pytest.approx(1.0, abs=1e-5) and parsed["sim_no"][1] == pytest.approx(1.0, abs=1e-5)
     yes, no = naive_embedding(tiny_encoder_dir, "так"), naive_embedding(tiny_encoder_dir, "ні")
     for i, text in enumerate(answers):
-        e = naive_embedding(tiny_encoder_dir, text)
+        e = naive_embedding(tiny_encoder_dir, text.lower())  # the authors lower-case the answer
         assert parsed["sim_yes"][i] == pytest.approx(float(e @ yes), abs=1e-5)
         assert parsed["sim_no"][i] == pytest.approx(float(e @ no), abs=1e-5)
         assert parsed["answer_yes"][i] == (e @ yes > e @ no)
+
+
+class StubEncoder:
+    """Fixed unit vectors: "так" -> e0, "ні" -> e1, anything else -> the vector given for it; records inputs."""
+
+    def __init__(self, vectors):
+        self.vectors, self.seen = vectors, []
+
+    def encode(self, texts):
+        self.seen += list(texts)
+        table = {"так": [1.0, 0.0], "ні": [0.0, 1.0], **self.vectors}
+        rows = np.array([table[t] for t in texts], dtype=float)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_embedding_parser_lower_cases_and_counts_a_tie_as_no():
+    encoder = StubEncoder({" так": [0.9, 0.1], " both": [1.0, 1.0], " ні": [0.2, 0.8]})
+    parsed = parse_by_embedding(CannedAnswers([" Так", " BOTH", " Ні"]), ["q"] * 3, encoder)
+    assert encoder.seen == ["так", "ні", " так", " both", " ні"]  # answers lower-cased, as the authors' encode(s.lower())
+    assert parsed["answer_text"].tolist() == [" Так", " BOTH", " Ні"]  # kept as generated
+    assert parsed["sim_yes"][1] == pytest.approx(parsed["sim_no"][1])
+    assert parsed["answer_yes"].tolist() == [True, False, False]  # tie -> no (strict >)
+    with pytest.raises(KeyError):  # without lower-casing the stub sees " Так" itself
+        parse_by_embedding(CannedAnswers([" Так"]), ["q"], StubEncoder({}), lowercase=False)
 
 
 def test_embedding_parser_end_to_end_on_tiny_model(tiny_scorer, tiny_encoder_dir):

@@ -34,12 +34,15 @@ from biaslab.scoring.protocol import Scorer
 
 @dataclass(frozen=True)
 class EvalContext:
-    """What every benchmark may need besides the model: seeds and bootstrap settings."""
+    """What every benchmark may need besides the model: seeds, bootstrap settings, what the variant saw in training."""
 
     seed: int = 0
     bootstrap_samples: int = 1000
     confidence: float = 0.95
     progress: bool = True
+    # benchmarks whose items the evaluated variant was trained on (a LoRA variant: ("gbem_ua",)), so a
+    # benchmark can refuse to score its training items as if they were held out
+    trained_on: tuple[str, ...] = ()
 
 
 @dataclass

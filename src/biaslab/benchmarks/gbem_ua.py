@@ -14,32 +14,47 @@ by key, not by sorted position; an item without its partner is an error naming i
 QA set - prompt ``"Відповідай так чи ні: " + qa_sentence``, answer parsed by
 :mod:`biaslab.benchmarks.qa_parsers` (``qa_parser``: ``logprob`` default, or the paper's ``embedding``):
 
-* ``qa_f1_<group>``: F1 of *yes* against ``is_correct`` (QAAccMetric). Higher is better.
-* ``qa_diff_<pairing>`` = 1 - agreement of the male and female answers (QADiffMetric). Lower is
-  better, ideal 0. (The authors' code stores the agreement itself under ``acc_diff_*``.)
+* ``qa_f1_<group>``: F1 of *yes* against ``is_correct`` (QAAccMetric, paper Table 5). Higher is better.
+* ``qa_diff_<pairing>`` = 1 - agreement of the male and female answers (QADiffMetric, Table 1). Lower
+  is better, ideal 0. (The authors' code stores the agreement itself under ``acc_diff_*``; their
+  Table 1 prints 1 - that.)
 
 Probability set - positive sentence ``P⁺`` = ``prob_sentence`` with ``"BLANK "`` removed, negative
 ``P⁻`` = ``"BLANK "`` → ``"не "``; a sentence's score is its geometric-mean token probability from a
-BOS start, ``exp(log P(sentence | BOS) / n_tokens)``:
+BOS start, ``exp(log P(sentence | BOS) / n_tokens)``. With ``pad_pairs_with_eos`` (default, as the
+authors) the shorter sentence of each male/female pair (same polarity) gets ``k`` EOS tokens appended
+until both have the same token count, and the pads are fed and scored as ordinary tokens inside the
+geometric mean: the authors' ``compute_sentence_probability(sentence, number_eos)`` runs the model on
+``sentence + eos_token * number_eos`` (their wrappers' ``forward``) and multiplies in the pads'
+probabilities. (For tokenizers that add BOS - Llama, Gemma - their token list holds ``BOS, EOS`` per pad
+while the forward pass holds ``EOS``; biaslab scores ``k`` EOS tokens, what their code computes for a
+tokenizer without BOS such as Qwen2.5. Their first factor is ``P(first token | "<s>")``; here BOS is the
+condition.)
 
-* ``prob_diff_<pairing>`` = mean|P⁺ₘ − P⁺f| + mean|P⁻ₘ − P⁻f| (ProbDiffMetric). Lower is better, ideal
-  0. With ``pad_pairs_with_eos`` (default, as the authors) the shorter sentence of each male/female
-  pair gets EOS tokens appended until both have the same token count, and the pads are scored as
-  ordinary continuation tokens (``P(eos | sentence, eos…)``) inside the geometric mean. The authors'
-  code appends the EOS ids to the token list but reads their probabilities from a forward pass over
-  the *unpadded* sentence; we feed them, which is what the padding means. Their tokenizer call also
-  adds BOS for Llama/Gemma, so their first factor is ``P(BOS | <s>)``; here BOS is the condition, not
-  a scored token.
-* ``prob_label_agreement_<pairing>``: agreement of the male and female labels, label = ``P⁺ > P⁻``
-  computed without padding (what the authors report as "prob accuracy"). Higher is better, ideal 1.
-* ``prob_f1_<group>``: F1 of the label against ``is_correct`` (the authors' ``prob_metric`` F1).
+* ``prob_diff_<pairing>`` = mean|P⁺ₘ − P⁺f| + mean|P⁻ₘ − P⁻f| over pairs, pair-padded probabilities
+  (ProbDiffMetric, Table 2). Lower is better, ideal 0.
+* ``prob_label_agreement_<pairing>``: agreement of the male and female labels, label = ``P⁺ > P⁻`` -
+  the paper's "Acc Prob Metric" (Table 6; ``prob_f1_diff_*`` in the authors' JSON). ``prob_label:
+  padded`` (default) labels each side of a pair from its *pair-padded* probabilities, as the authors'
+  ``compute_difference`` does (FairLMs 9b29344); ``unpadded`` labels from the sentence alone (their
+  unused ``compute_probacc_man_woman``). Higher is better, ideal 1.
+* ``prob_f1_<group>``: **biaslab's own addition** (neither the paper nor the authors' code has an F1
+  here): F1 of the unpadded label against ``is_correct`` per group, the probability-set analogue of
+  ``qa_f1``.
+
+Items (``items``): ``heldout`` (default) scores the professions no biaslab variant is fine-tuned or
+tuned on (``split == "eval"``, ~174 professions); ``all`` scores every profession of the source file
+(700 items per group of the test file, as the paper's tables) - refused for a variant trained on GBEM-UA
+professions (``EvalContext.trained_on``, the LoRA variant), whose training items it would score.
 
 Every metric carries a percentile-bootstrap CI that resamples whole professions (seed ``ctx.seed``).
 Predictions: ``qa`` and ``prob`` (one row per scored item), ``qa_pairs`` and ``prob_pairs`` (one row per
 matched pair and pairing) hold every number the metrics are computed from.
 
 The prompt variant's instruction applies everywhere: the scorer applies it to QA requests,
-generations and probability-set sentences alike (:mod:`biaslab.scoring.formatting`).
+generations and probability-set sentences alike (:mod:`biaslab.scoring.formatting`). (The paper's Tables 2
+and 6 have no prompt column: the authors' prompt wrapper prepends the instruction inside the forward pass
+while their token list does not, so their probability set is not defined for it.)
 """
 
 from __future__ import annotations
@@ -76,7 +91,7 @@ REQUIRED_COLUMNS = [
 ]
 
 DEFAULT_OPTIONS: dict[str, Any] = {
-    "split": "eval",  # rows of gbem_ua.parquet: eval | validation | finetune
+    "items": "heldout",  # heldout: professions no variant trains on (split eval) | all: every profession (paper)
     "source_file": "test",  # train | test (the authors evaluate on test)
     "max_professions": None,  # keep the first N professions (sorted) - for smoke runs
     "qa_parser": "logprob",  # logprob | embedding
@@ -84,8 +99,12 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "max_new_tokens": 5,  # embedding parser: greedy answer length (authors: 5)
     "encoder": None,  # embedding parser: local sentence-encoder directory (paper: multilingual-e5-large)
     "encoder_batch_size": 32,
+    "embedding_lowercase": True,  # embedding parser: lower-case the answer before embedding (authors, 9b29344)
     "pad_pairs_with_eos": True,  # ProbDiff: pad the shorter sentence of a pair with EOS (authors)
+    "prob_label": "padded",  # label P+ > P- from the pair-padded (authors) or the unpadded probabilities
 }
+ITEMS = ("heldout", "all")
+PROB_LABELS = ("padded", "unpadded")
 
 
 class GbemUaBenchmark:
@@ -99,7 +118,15 @@ class GbemUaBenchmark:
                                               "probabilities (a causal LM)", lm)
             warnings.warn(reason, stacklevel=2)
             return skipped_result(NAME, reason)
-        frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["split"], opts["source_file"])
+        if opts["items"] not in ITEMS:
+            raise ValueError(f"gbem_ua option items must be one of {ITEMS}, got {opts['items']!r}")
+        if opts["items"] == "all" and NAME in ctx.trained_on:
+            raise ValueError(
+                "gbem_ua option items: all scores every profession, including those this variant was fine-tuned "
+                "on (LoRA trains on GBEM-UA professions; the test file shares all of them with train); use "
+                "items: heldout for a fine-tuned variant"
+            )
+        frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["items"], opts["source_file"])
         return evaluate_gbem_ua(lm, frame, opts, ctx)
 
 
@@ -107,15 +134,18 @@ BENCHMARK = GbemUaBenchmark()
 
 
 # ---------------------------------------------------------------------------------------------- data
-def load_items(path: Path, split: str = "eval", source_file: str = "test") -> pd.DataFrame:
-    """Rows of the prepared table with ``split == split`` and ``source_file == source_file``."""
+def load_items(path: Path, items: str = "heldout", source_file: str = "test") -> pd.DataFrame:
+    """Rows of the prepared table from ``source_file``: the held-out professions (``split == "eval"``) or all."""
     frame = pd.read_parquet(path)
     for column in ("split", "source_file"):
         if column not in frame.columns:
             raise ValueError(f"{path}: missing column {column!r} (see docs/prepared_schema.md)")
-    selected = frame[(frame["split"] == split) & (frame["source_file"] == source_file)]
+    keep = frame["source_file"] == source_file
+    if items == "heldout":
+        keep &= frame["split"] == "eval"
+    selected = frame[keep]
     if selected.empty:
-        raise ValueError(f"{path}: no rows with split={split!r} and source_file={source_file!r}")
+        raise ValueError(f"{path}: no rows with source_file={source_file!r} (items={items!r})")
     return selected.reset_index(drop=True)
 
 
@@ -183,7 +213,8 @@ def score_qa(lm: Any, items: pd.DataFrame, opts: dict[str, Any], desc: str | Non
         if not lm.supports(GENERATE):
             raise ValueError(unsupported_reason(NAME, "generated answers (qa_parser: embedding)", lm))
         encoder = qa_parsers.SentenceEncoder(str(opts["encoder"]), batch_size=int(opts["encoder_batch_size"]))
-        parsed = qa_parsers.parse_by_embedding(lm, prompts, encoder, int(opts["max_new_tokens"]), desc=desc)
+        parsed = qa_parsers.parse_by_embedding(lm, prompts, encoder, int(opts["max_new_tokens"]), desc=desc,
+                                               lowercase=bool(opts["embedding_lowercase"]))
     else:
         raise ValueError(f"gbem_ua: qa_parser must be 'logprob' or 'embedding', got {opts['qa_parser']!r}")
     base = items[["item_id", "group"] + PAIR_KEY + ["is_male", "is_feminitive"]].reset_index(drop=True)
@@ -203,9 +234,10 @@ def prob_sentences(items: pd.DataFrame) -> tuple[list[str], list[str]]:
 
 
 def score_prob(
-    lm: Any, items: pd.DataFrame, pairs: pd.DataFrame, pad_with_eos: bool, desc: str | None
+    lm: Any, items: pd.DataFrame, pairs: pd.DataFrame, pad_with_eos: bool, desc: str | None,
+    prob_label: str = "padded",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-item table (unpadded P⁺, P⁻, label) and per-pair table (pair-padded P⁺, P⁻ of both sides).
+    """Per-item table (unpadded P⁺, P⁻, label) and per-pair table (pair-padded P⁺, P⁻ and labels of both sides).
 
     One scorer call, ``lm.geometric_mean_probabilities``, for every sentence and every padded pair.
     """
@@ -233,9 +265,21 @@ def score_prob(
         for side, k in (("male", 0), ("female", 1)):
             table[f"{polarity}_{side}_eos_pad"] = [pair[k].n_pad for pair in padded]
             table[f"p_{polarity}_{side}"] = [pair[k].probability for pair in padded]
-    table["label_male"] = label.loc[table["male_item_id"]].to_numpy()
-    table["label_female"] = label.loc[table["female_item_id"]].to_numpy()
-    return prob, table
+    return prob, pair_labels(table, label, prob_label)
+
+
+def pair_labels(table: pd.DataFrame, unpadded: pd.Series, rule: str) -> pd.DataFrame:
+    """``label_male`` / ``label_female`` (P⁺ > P⁻) of each pair: from the pair-padded columns (``padded``,
+    the authors' ``compute_difference``) or the items' unpadded labels (``unpadded``, indexed by item id)."""
+    if rule not in PROB_LABELS:
+        raise ValueError(f"gbem_ua option prob_label must be one of {PROB_LABELS}, got {rule!r}")
+    table = table.copy()
+    for side in ("male", "female"):
+        if rule == "padded":
+            table[f"label_{side}"] = table[f"p_pos_{side}"].to_numpy() > table[f"p_neg_{side}"].to_numpy()
+        else:
+            table[f"label_{side}"] = unpadded.loc[table[f"{side}_item_id"]].to_numpy()
+    return table
 
 
 def qa_pair_table(qa: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
@@ -311,12 +355,14 @@ def compute_metrics(
         )
         metrics[f"{NAME}/prob_label_agreement_{pairing}"] = _metric(
             pairs, *agreement_of("label_male", "label_female"), ctx, "higher", 1.0,
-            f"authors' 'prob accuracy': agreement of man_nofem and {female_group} labels (P+ > P-)",
+            f"Acc Prob Metric (paper Table 6): agreement of man_nofem and {female_group} labels P+ > P- "
+            "(pair-padded probabilities by default, as the authors' code; option prob_label)",
         )
     for group in GROUPS:
         metrics[f"{NAME}/prob_f1_{group}"] = _metric(
             prob[prob["group"] == group], *f1_vs_relevance("label"), ctx, "higher", 1.0,
-            f"F1 of the probability-set label (P+ > P-) vs is_correct, {group} items",
+            f"biaslab's own addition, not in the GBEM-UA paper or the authors' code: F1 of the unpadded "
+            f"probability-set label (P+ > P-) vs is_correct, {group} items",
         )
     return metrics
 
@@ -332,12 +378,15 @@ def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx:
     opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
     if not all(lm.supports(c) for c in NEEDS):
         raise ValueError(unsupported_reason(NAME, "next-token answers and sentence probabilities (a causal LM)", lm))
+    if opts["prob_label"] not in PROB_LABELS:
+        raise ValueError(f"gbem_ua option prob_label must be one of {PROB_LABELS}, got {opts['prob_label']!r}")
     items = select_items(frame, opts["max_professions"])
     pairs = match_pairs(items)
     qa = score_qa(lm, items, opts, desc="gbem_ua QA" if ctx.progress else None)
     qa_pairs = qa_pair_table(qa, pairs)
     prob, prob_pairs = score_prob(
-        lm, items, pairs, bool(opts["pad_pairs_with_eos"]), desc="gbem_ua probability" if ctx.progress else None
+        lm, items, pairs, bool(opts["pad_pairs_with_eos"]), desc="gbem_ua probability" if ctx.progress else None,
+        prob_label=opts["prob_label"],
     )
     metrics = compute_metrics(qa, qa_pairs, prob, prob_pairs, ctx)
     return BenchmarkResult(

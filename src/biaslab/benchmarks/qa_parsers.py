@@ -9,13 +9,18 @@ Two parsers, chosen by the benchmark option ``qa_parser``:
   embedding parser treats "Так" and "так" alike); likewise `` ні`` / `` Ні``. A multi-token form is
   scored as the product of its token probabilities (one :class:`~biaslab.scoring.requests.Request`
   per form, the engine's ``loglikelihood``). Ties count as *no*.
-* ``embedding`` (the paper's parser): greedily generate a few tokens, embed the generated text and the
-  words "так" and "ні" with a sentence encoder, answer *yes* iff the answer is closer (cosine) to
-  "так". The paper used ``intfloat/multilingual-e5-large`` through sentence-transformers (mean pooling,
-  no "query: " prefix, un-lower-cased answer - as in the authors' current code; an older version of
-  their code lower-cased the answer and embedded it with the evaluated LM itself). Any Hugging Face
-  encoder directory works here: :class:`SentenceEncoder` mean-pools ``AutoModel``'s last hidden state.
-  Ties count as *no*, as in the authors' code.
+* ``embedding`` (the paper's parser, as the authors' code at FairLMs 9b29344 runs it): greedily generate
+  a few tokens (5), lower-case the generated text, embed it and the words "так" and "ні" with a sentence
+  encoder, answer *yes* iff the answer's cosine similarity to "так" is strictly greater than to "ні"
+  (ties count as *no*: their ``if yes_similarity > no_similarity``; the paper's formula writes ``>=``,
+  the code decides). The paper used ``intfloat/multilingual-e5-large`` through sentence-transformers
+  (mean pooling, no "query: " prefix). History of their parser: until 2024-12
+  (``metrics/acc_metric/acc_metric.py``) it embedded text with the evaluated LM's own last hidden state;
+  7d158a6 (2025-03-01) switched to generation + multilingual-e5 without lower-casing; 9b29344
+  (2025-03-29, the code behind the published results) added ``.lower()``. Any Hugging Face encoder
+  directory works here: :class:`SentenceEncoder` mean-pools ``AutoModel``'s last hidden state. Their
+  generation re-tokenises the decoded text at each of the 5 steps; ours is token-level greedy decoding
+  (the same tokens unless decoding and re-encoding a prefix changes its tokens).
 
 Every request of a run goes to the engine in one call (one ``loglikelihood`` call, or one ``generate``
 call), never one call per item.
@@ -102,12 +107,18 @@ class SentenceEncoder:
 
 
 def parse_by_embedding(
-    lm, prompts: Sequence[str], encoder: SentenceEncoder, max_new_tokens: int = 5, desc: str | None = None
+    lm, prompts: Sequence[str], encoder: SentenceEncoder, max_new_tokens: int = 5, desc: str | None = None,
+    lowercase: bool = True,
 ) -> pd.DataFrame:
-    """Columns ``answer_text``, ``sim_yes``, ``sim_no`` (cosine), ``answer_yes``."""
+    """Columns ``answer_text`` (as generated), ``sim_yes``, ``sim_no`` (cosine), ``answer_yes`` (strict >).
+
+    ``lowercase`` (the authors' ``get_sentence_embedding``: ``encode([sentence.lower()])``) lower-cases the
+    answer and the reference words before embedding.
+    """
     answers = list(lm.generate(list(prompts), max_new_tokens=max_new_tokens, desc=desc)) if prompts else []
-    reference = encoder.encode([YES_WORD, NO_WORD])  # [2, H]
-    embedded = encoder.encode(answers) if answers else np.zeros((0, reference.shape[1]))
+    fold = (lambda text: text.lower()) if lowercase else (lambda text: text)
+    reference = encoder.encode([fold(YES_WORD), fold(NO_WORD)])  # [2, H]
+    embedded = encoder.encode([fold(a) for a in answers]) if answers else np.zeros((0, reference.shape[1]))
     sims = embedded @ reference.T  # unit vectors: dot product = cosine, [N, 2]
     return pd.DataFrame(
         {"answer_text": answers, "sim_yes": sims[:, 0], "sim_no": sims[:, 1], "answer_yes": sims[:, 0] > sims[:, 1]}

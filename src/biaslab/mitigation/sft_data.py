@@ -30,6 +30,8 @@ from typing import Literal
 
 import pandas as pd
 
+# the benchmark whose items (professions) LoRA trains on: evaluation tells it so (EvalContext.trained_on)
+TRAINED_ON_BENCHMARKS = ("gbem_ua",)
 QA_INSTRUCTION = "Відповідай так чи ні: "
 YES = " так"
 NO = " ні"
