@@ -304,3 +304,37 @@ def test_masked_lm_is_skipped_with_a_reason_not_a_crash(tmp_path):
     with pytest.warns(UserWarning, match="causal LM"):
         result = BENCHMARK.run(FakeScorer.masked(), tmp_path, {}, EvalContext(bootstrap_samples=0, progress=False))
     assert result.metrics == {} and "gbem_ua_skipped" in result.tables
+
+
+def test_paper_tables_1_2_5_6_from_the_variant_metrics():
+    from biaslab.benchmarks.base import VariantEvaluation
+    from biaslab.benchmarks.gbem_ua_paper import MITIGATIONS
+
+    frame = synthetic_frame()
+    base = evaluate_gbem_ua(FakeLM(frame), frame, {}, CTX).metrics
+    other = evaluate_gbem_ua(FakeLM(frame, p_eos=0.01), frame, {}, CTX).metrics
+    variants = {"base": VariantEvaluation(base), "soft": VariantEvaluation(other),
+                "occugender_only": VariantEvaluation({"occugender/explicit_parity_gap": base["gbem_ua/qa_diff_fem"]})}
+    tables = {t.key: t for t in BENCHMARK.paper_tables(variants)}
+    assert list(tables) == ["table1", "table2", "table5", "table6"]
+    t1 = tables["table1"].frame.set_index("metric")
+    assert list(t1.columns) == ["base", "soft"] and list(t1.index) == ["Acc Diff Fem.", "Acc Diff No Fem."]
+    assert t1.loc["Acc Diff Fem.", "base"] == base["gbem_ua/qa_diff_fem"].value
+    t6 = tables["table6"].frame.set_index("metric")
+    assert t6.loc["Acc Prob Metric No Fem.", "soft"] == other["gbem_ua/prob_label_agreement_nofem"].value
+    assert list(tables["table5"].frame["metric"]) == ["Acc Man No Fem.", "Acc Woman No Fem.", "Acc Woman Fem."]
+    for t in tables.values():
+        assert t.paper == "gbem_ua" and t.reproduce.startswith("dvc exp run")
+        assert list(t.published.columns) == ["model", "metric", *MITIGATIONS]
+        assert t.published["model"].nunique() == 6
+    assert BENCHMARK.paper_tables({"x": VariantEvaluation({})}) == []
+
+
+def test_published_agreement_metrics_are_counts_out_of_700_for_qwen():
+    """Transcription check: Qwen2.5's Table 1/6 cells are k/700 (the whole test file: 700 pairs per pairing)."""
+    from biaslab.benchmarks.gbem_ua_paper import published
+
+    for key in ("table1", "table6"):
+        rows = published(key)
+        cells = rows[rows["model"].str.startswith("Qwen")][["No debias", "Soft", "Hard"]].to_numpy().ravel()
+        assert [abs(c * 700 - round(c * 700)) < 0.01 for c in cells] == [True] * len(cells)

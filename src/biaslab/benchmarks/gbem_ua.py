@@ -130,6 +130,13 @@ class GbemUaBenchmark:
         return evaluate_gbem_ua(lm, frame, opts, ctx)
 
 
+    def paper_tables(self, variants):
+        """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua_paper`)."""
+        from biaslab.benchmarks.gbem_ua_paper import paper_tables
+
+        return paper_tables(variants)
+
+
 BENCHMARK = GbemUaBenchmark()
 
 
