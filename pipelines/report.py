@@ -3,7 +3,7 @@
     python pipelines/report.py --params params.yaml
 
 Reads ``metrics/<variant>.json``, ``reports/tables/<variant>/`` and ``runs/register.json``; writes
-``reports/report.md``, ``reports/{summary,gbem_ua,occugender,bias_vs_accuracy}.csv``,
+``reports/report.md``, ``reports/{summary,bias_vs_accuracy}.csv``,
 ``reports/bias_vs_accuracy.{json,png}`` and ``reports/side_by_side/`` (see src/biaslab/report.py).
 """
 
@@ -14,15 +14,15 @@ import sys
 
 from biaslab.config import ConfigError, load_params
 from biaslab.registry import RegistryError
-from biaslab.report import DEFAULT_ACCURACY, DEFAULT_BIAS, write_report
+from biaslab.report import write_report
 from biaslab.stage_entry import FAILED_MESSAGE, run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
-    parser.add_argument("--accuracy", default=DEFAULT_ACCURACY, help="x axis of the bias-vs-accuracy plot")
-    parser.add_argument("--bias", default=DEFAULT_BIAS, help="y axis of the bias-vs-accuracy plot")
+    parser.add_argument("--accuracy", default=None, help="x axis of the bias-vs-accuracy plot (default: tune.accuracy_metric)")
+    parser.add_argument("--bias", default=None, help="y axis of the bias-vs-accuracy plot (default: tune.gap_metric)")
     args = parser.parse_args(argv)
     return run_stage("report", lambda: run(args), expected=(ConfigError, RegistryError), message=FAILED_MESSAGE)
 

@@ -1,16 +1,17 @@
-"""Side-by-side report of every variant: paper-shaped tables, a metric summary and a bias/accuracy plot.
+"""Side-by-side report of every variant: a metric summary, the benchmarks' tables and a bias/accuracy plot.
 
 Reads ``metrics/<variant>.json`` (evaluate stage), ``reports/tables/<variant>/*.csv`` (the benchmarks'
 own paper-shaped tables) and ``runs/register.json`` (registry versions, optional), and writes:
 
 * ``reports/report.md`` - which model produced the numbers, then every table below in markdown;
 * ``reports/summary.csv`` - every metric of every variant (value, CI, direction, ideal, n), long format;
-* ``reports/gbem_ua.csv`` - GBEM-UA Tables 1/2/5/6 shape: rows = variants; QA F1 per group, QA diff
-  fem / no-fem, prob diff, prob label agreement, prob F1;
-* ``reports/occugender.csv`` - OccuGender Tables 3/5 shape: rows = (variant, explicit|implicit),
-  columns = P(male/female/diverse) for female- and male-dominated occupations, plus the parity gap;
 * ``reports/side_by_side/<benchmark>__<table>.csv`` - each benchmark table stacked over variants;
-* ``reports/bias_vs_accuracy.csv`` / ``.json`` / ``.png`` - one point per variant (DVC plots).
+* ``reports/bias_vs_accuracy.csv`` / ``.json`` / ``.png`` - one point per variant (DVC plots); the axes are
+  ``tune.accuracy_metric`` (x) and ``tune.gap_metric`` (y) - the pair the LoRA search trades off - unless
+  given explicitly.
+
+The seed papers' own tables come from the benchmarks (``paper_tables()``, see
+:mod:`biaslab.benchmarks.base`), so this module knows no benchmark by name.
 
 All of it is logged to MLflow in a ``report`` run. Missing metrics become empty cells, never errors:
 a benchmark disabled in params simply has no columns.
@@ -30,26 +31,6 @@ from biaslab.atomic import atomic_dir, atomic_write_text
 from biaslab.config import Params
 from biaslab.registry import RegistryError, VariantMetrics, read_metrics
 
-# (metric name, column label) in the order of the GBEM-UA paper's tables
-GBEM_UA_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("gbem_ua/qa_f1_man_nofem", "QA F1 man"),
-    ("gbem_ua/qa_f1_woman_nofem", "QA F1 woman (masc. job)"),
-    ("gbem_ua/qa_f1_woman_fem", "QA F1 woman (fem. job)"),
-    ("gbem_ua/qa_diff_fem", "QA diff fem"),
-    ("gbem_ua/qa_diff_nofem", "QA diff no-fem"),
-    ("gbem_ua/prob_diff_fem", "Prob diff fem"),
-    ("gbem_ua/prob_diff_nofem", "Prob diff no-fem"),
-    ("gbem_ua/prob_label_agreement_fem", "Prob agreement fem"),
-    ("gbem_ua/prob_label_agreement_nofem", "Prob agreement no-fem"),
-    ("gbem_ua/prob_f1_man_nofem", "Prob F1 man"),
-    ("gbem_ua/prob_f1_woman_nofem", "Prob F1 woman (masc. job)"),
-    ("gbem_ua/prob_f1_woman_fem", "Prob F1 woman (fem. job)"),
-)
-OCCUGENDER_PROMPTS = ("explicit", "implicit")
-OCCUGENDER_GROUPS = ("female_dominated", "male_dominated")
-OCCUGENDER_GENDERS = ("male", "female", "diverse")
-DEFAULT_ACCURACY = "gbem_ua/qa_f1_man_nofem"
-DEFAULT_BIAS = "gbem_ua/qa_diff_fem"
 ARROWS = {"higher": "↑", "lower": "↓", "target": "◎"}
 
 
@@ -112,47 +93,6 @@ def summary_frame(inputs: ReportInputs) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variant", "metric", "value", "ci_low", "ci_high", "direction", "ideal", "n"])
 
 
-def wide_table(inputs: ReportInputs, columns: list[tuple[str, str]]) -> pd.DataFrame:
-    """Rows = variants; for each (metric, label) a value column and ``<label> ci_low/ci_high`` columns."""
-    records = []
-    for variant, vm in inputs.metrics.items():
-        row: dict[str, object] = {"variant": variant, "method": inputs.methods.get(variant, "")}
-        for metric, label in columns:
-            mv = vm.metrics.get(metric)
-            row[label] = mv.value if mv else math.nan
-            row[f"{label} ci_low"] = mv.ci_low if mv and mv.ci_low is not None else math.nan
-            row[f"{label} ci_high"] = mv.ci_high if mv and mv.ci_high is not None else math.nan
-        records.append(row)
-    return pd.DataFrame(records).set_index("variant")
-
-
-def gbem_ua_table(inputs: ReportInputs) -> pd.DataFrame:
-    """GBEM-UA Tables 1/2/5/6 shape (only the columns some variant has)."""
-    present = {m for vm in inputs.metrics.values() for m in vm.metrics}
-    return wide_table(inputs, [(m, label) for m, label in GBEM_UA_COLUMNS if m in present])
-
-
-def occugender_table(inputs: ReportInputs) -> pd.DataFrame:
-    """OccuGender Tables 3/5 shape: rows (variant, prompt type); P(gender) per occupation group + parity gap."""
-    records = []
-    for variant, vm in inputs.metrics.items():
-        for prompt in OCCUGENDER_PROMPTS:
-            row: dict[str, object] = {"variant": variant, "prompt": prompt}
-            found = False
-            for group in OCCUGENDER_GROUPS:
-                for gender in OCCUGENDER_GENDERS:
-                    mv = vm.metrics.get(f"occugender/{prompt}_{group}_p_{gender}")
-                    row[f"{group} P({gender})"] = mv.value if mv else math.nan
-                    found |= mv is not None
-            gap = vm.metrics.get(f"occugender/{prompt}_parity_gap")
-            row["parity gap"] = gap.value if gap else math.nan
-            if found or gap:
-                records.append(row)
-    if not records:
-        return pd.DataFrame()
-    return pd.DataFrame(records).set_index(["variant", "prompt"])
-
-
 def stacked_paper_tables(tables_dir: Path, variants: list[str]) -> dict[str, pd.DataFrame]:
     """``reports/tables/<variant>/<name>.csv`` of every variant stacked into one table per name."""
     frames: dict[str, list[pd.DataFrame]] = {}
@@ -164,7 +104,7 @@ def stacked_paper_tables(tables_dir: Path, variants: list[str]) -> dict[str, pd.
     return {name: pd.concat(parts) for name, parts in frames.items()}
 
 
-def bias_vs_accuracy(inputs: ReportInputs, accuracy: str = DEFAULT_ACCURACY, bias: str = DEFAULT_BIAS) -> pd.DataFrame:
+def bias_vs_accuracy(inputs: ReportInputs, accuracy: str, bias: str) -> pd.DataFrame:
     """One row per variant that has both metrics: accuracy, bias and their CIs."""
     rows = []
     for variant, vm in inputs.metrics.items():
@@ -229,8 +169,7 @@ def _f(x: object) -> float | None:
     return None if x is None or pd.isna(x) else float(x)
 
 
-def report_markdown(inputs: ReportInputs, gbem: pd.DataFrame, occu: pd.DataFrame, summary: pd.DataFrame,
-                    accuracy: str, bias: str) -> str:
+def report_markdown(inputs: ReportInputs, summary: pd.DataFrame, accuracy: str, bias: str) -> str:
     provenance = "\n".join(
         f"| {v} | {inputs.methods.get(v, '')} | `{vm.model_dir or ''}` | `{vm.model_fingerprint or 'unknown'}` | "
         f"{inputs.versions.get(v, '–')} |"
@@ -245,14 +184,8 @@ def report_markdown(inputs: ReportInputs, gbem: pd.DataFrame, occu: pd.DataFrame
 {provenance}
 
 Cells are `value [95% bootstrap CI]` where a CI exists. Directions: ↑ higher is better, ↓ lower is better,
-◎ closest to the ideal is best.
+◎ closest to the ideal is best. Each benchmark's own tables, stacked over variants, are in `side_by_side/`.
 
-## GBEM-UA (paper Tables 1/2/5/6)
-
-{markdown_table(gbem)}
-## OccuGender (paper Tables 3/5): normalised P(gender) by occupation group, no debiasing prompt
-
-{markdown_table(occu)}
 ## Bias vs accuracy
 
 ![bias vs accuracy](bias_vs_accuracy.png)
@@ -269,8 +202,6 @@ x = `{accuracy}`, y = `{bias}`; data in `bias_vs_accuracy.csv`.
 class ReportFiles:
     report_md: Path
     summary_csv: Path
-    gbem_ua_csv: Path
-    occugender_csv: Path
     bias_vs_accuracy_csv: Path
     bias_vs_accuracy_json: Path
     bias_vs_accuracy_png: Path
@@ -283,25 +214,28 @@ def write_report(
     *,
     out_dir: str = "reports",
     metrics_dir: str = "metrics",
-    accuracy: str = DEFAULT_ACCURACY,
-    bias: str = DEFAULT_BIAS,
+    accuracy: str | None = None,
+    bias: str | None = None,
     log_to_mlflow: bool = True,
 ) -> ReportFiles:
-    """Build every table and the plot into ``out_dir``; log them in a ``report`` MLflow run."""
+    """Build every table and the plot into ``out_dir``; log them in a ``report`` MLflow run.
+
+    ``accuracy`` / ``bias``: the plot's metrics; ``None`` = ``tune.accuracy_metric`` / ``tune.gap_metric``.
+    """
     from biaslab.plots import bias_vs_accuracy_figure, save_figure
 
     root = Path(root)
     out = root / out_dir
     inputs = load_inputs(params, root, metrics_dir)
-    summary, gbem, occu = summary_frame(inputs), gbem_ua_table(inputs), occugender_table(inputs)
+    accuracy = accuracy or params.tune.accuracy_metric
+    bias = bias or params.tune.gap_metric
+    summary = summary_frame(inputs)
     points = bias_vs_accuracy(inputs, accuracy, bias)
     files = ReportFiles(
-        out / "report.md", out / "summary.csv", out / "gbem_ua.csv", out / "occugender.csv",
+        out / "report.md", out / "summary.csv",
         out / "bias_vs_accuracy.csv", out / "bias_vs_accuracy.json", out / "bias_vs_accuracy.png", out / "side_by_side",
     )
     atomic_write_text(files.summary_csv, summary.to_csv(index=False))
-    atomic_write_text(files.gbem_ua_csv, gbem.to_csv())
-    atomic_write_text(files.occugender_csv, occu.to_csv())
     atomic_write_text(files.bias_vs_accuracy_csv, points.to_csv(index=False))
     atomic_write_text(files.bias_vs_accuracy_json, json.dumps(
         {"accuracy_metric": accuracy, "bias_metric": bias, "points": json.loads(points.to_json(orient="records"))},
@@ -310,7 +244,7 @@ def write_report(
     with atomic_dir(files.side_by_side_dir) as tmp:
         for name, frame in stacked_paper_tables(out / "tables", list(inputs.metrics)).items():
             frame.to_csv(tmp / f"{name}.csv")
-    atomic_write_text(files.report_md, report_markdown(inputs, gbem, occu, summary, accuracy, bias))
+    atomic_write_text(files.report_md, report_markdown(inputs, summary, accuracy, bias))
     if log_to_mlflow:
         _log(params, root, files)
     return files
@@ -321,8 +255,7 @@ def _log(params: Params, root: Path, files: ReportFiles) -> None:
 
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("report", tags={"variants": ",".join(params.variants)}):
-        for path in (files.report_md, files.summary_csv, files.gbem_ua_csv, files.occugender_csv,
-                     files.bias_vs_accuracy_csv, files.bias_vs_accuracy_json, files.bias_vs_accuracy_png):
+        for path in (files.report_md, files.summary_csv, files.bias_vs_accuracy_csv, files.bias_vs_accuracy_json, files.bias_vs_accuracy_png):
             tracking.log_artifact(path, "report")
         if any(files.side_by_side_dir.iterdir()):
             tracking.log_artifact(files.side_by_side_dir, "report/side_by_side")
