@@ -338,3 +338,41 @@ def test_published_agreement_metrics_are_counts_out_of_700_for_qwen():
         rows = published(key)
         cells = rows[rows["model"].str.startswith("Qwen")][["No debias", "Soft", "Hard"]].to_numpy().ravel()
         assert [abs(c * 700 - round(c * 700)) < 0.01 for c in cells] == [True] * len(cells)
+
+
+def apply_overrides(raw: dict, overrides) -> dict:
+    """``key.path=value`` (a YAML value) applied to a nested params mapping, as ``dvc exp run -S`` does."""
+    import copy
+
+    import yaml
+
+    raw = copy.deepcopy(raw)
+    for override in overrides:
+        path, value = override.split("=", 1)
+        *parents, leaf = path.split(".")
+        node = raw
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = yaml.safe_load(value)
+    return raw
+
+
+def test_paper_presets_are_valid_params_and_give_the_papers_settings():
+    from pathlib import Path
+
+    import yaml
+
+    from biaslab.benchmarks.gbem_ua_paper import PRESETS, preset_command
+    from biaslab.config import Params
+    from biaslab.data.gbem_ua import split_professions
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text(encoding="utf-8"))
+    params = Params.model_validate(apply_overrides(raw, [o for p in PRESETS.values() for o in p]))
+    assert params.embedding_debias.languages == ("uk",) and params.embedding_debias.n_components == 5
+    assert not params.embedding_debias.normalize_word_vectors
+    assert params.variants["soft"].embedding_apply == params.variants["hard"].embedding_apply == "hook"
+    assert params.lora.use_tuned is False and (params.lora.r, params.lora.alpha, params.lora.epochs) == (16, 8, 3.0)
+    split = split_professions([f"p{i}" for i in range(349)], params.data.gbem_ua)  # 349 GBEM-UA professions
+    assert len(split["finetune"]) == 175  # the paper's 175 fine-tuning professions
+    assert params.evaluation.benchmarks["gbem_ua"].options["items"] == "all"
+    assert preset_command("embedding").startswith("dvc exp run -S 'embedding_debias.languages=[uk]' -S ")

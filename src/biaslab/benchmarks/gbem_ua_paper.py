@@ -65,6 +65,42 @@ REPRODUCE = (
     "-S 'evaluation.benchmarks.gbem_ua.options.encoder=<local multilingual-e5-large directory>'"
 )
 
+# The authors' mitigation settings as `dvc exp run -S` overrides of params.yaml (docs/fidelity.md says why
+# -S sets and not a second params file). Checked against the params schema by a test.
+PRESETS: dict[str, tuple[str, ...]] = {
+    # soft/hard: Ukrainian pairs only, 5 PCA components (their pca_s=0, pca_e=5), word vectors not
+    # normalised, the projection removed at the target words' occurrences (their per-forward edit)
+    "embedding": (
+        "embedding_debias.languages=[uk]",
+        "embedding_debias.n_components=5",
+        "embedding_debias.normalize_word_vectors=false",
+        "embedding_debias.profession_sources=[gbem_ua]",
+        "variants.soft.embedding_apply=hook",
+        "variants.hard.embedding_apply=hook",
+    ),
+    # LoRA as Table 4: 175 training professions (219 fine-tune professions, 44 of them for validation),
+    # the paper's hyper-parameters without the Optuna override
+    "lora": (
+        "data.gbem_ua.finetune_fraction=0.6275",
+        "lora.use_tuned=false",
+        "lora.save_steps=200",
+        "lora.eval_steps=200",
+        "lora.logging_steps=20",
+    ),
+    # the paper's evaluation: every test-file profession (not with a fine-tuned variant), embedding parser
+    "evaluation": (
+        "evaluation.benchmarks.gbem_ua.options.items=all",
+        "evaluation.benchmarks.gbem_ua.options.qa_parser=embedding",
+    ),
+}
+
+
+def preset_command(*names: str) -> str:
+    """``dvc exp run -S ... `` for the named presets, in order."""
+    overrides = [o for name in names for o in PRESETS[name]]
+    return "dvc exp run " + " ".join(f"-S '{o}'" for o in overrides)
+
+
 _PUBLISHED = {
     "table1": """model,metric,No debias,Prompt,Soft,Hard,Finetuning
 Qwen2.5-3B-Instruct,Acc Diff Fem.,0.00143,0.01286,0,0,0.07857
