@@ -144,13 +144,13 @@ class StubEncoder:
 
 def test_embedding_parser_lower_cases_and_counts_a_tie_as_no():
     encoder = StubEncoder({" так": [0.9, 0.1], " both": [1.0, 1.0], " ні": [0.2, 0.8]})
-    parsed = parse_by_embedding(CannedAnswers([" Так", " BOTH", " Ні"]), ["q"] * 3, encoder)
+    parsed = parse_by_embedding(canned_answers([" Так", " BOTH", " Ні"]), ["q"] * 3, encoder)
     assert encoder.seen == ["так", "ні", " так", " both", " ні"]  # answers lower-cased, as the authors' encode(s.lower())
     assert parsed["answer_text"].tolist() == [" Так", " BOTH", " Ні"]  # kept as generated
     assert parsed["sim_yes"][1] == pytest.approx(parsed["sim_no"][1])
     assert parsed["answer_yes"].tolist() == [True, False, False]  # tie -> no (strict >)
     with pytest.raises(KeyError):  # without lower-casing the stub sees " Так" itself
-        parse_by_embedding(CannedAnswers([" Так"]), ["q"], StubEncoder({}), lowercase=False)
+        parse_by_embedding(canned_answers([" Так"]), ["q"], StubEncoder({}), lowercase=False)
 
 
 def test_embedding_parser_end_to_end_on_tiny_model(tiny_scorer, tiny_encoder_dir):
