@@ -308,7 +308,7 @@ def test_masked_lm_is_skipped_with_a_reason_not_a_crash(tmp_path):
 
 def test_paper_tables_1_2_5_6_from_the_variant_metrics():
     from biaslab.benchmarks.base import VariantEvaluation
-    from biaslab.benchmarks.gbem_ua_paper import MITIGATIONS
+    from biaslab.benchmarks.gbem_ua.paper import MITIGATIONS
 
     frame = synthetic_frame()
     base = evaluate_gbem_ua(FakeLM(frame), frame, {}, CTX).metrics
@@ -332,7 +332,7 @@ def test_paper_tables_1_2_5_6_from_the_variant_metrics():
 
 def test_published_agreement_metrics_are_counts_out_of_700_for_qwen():
     """Transcription check: Qwen2.5's Table 1/6 cells are k/700 (the whole test file: 700 pairs per pairing)."""
-    from biaslab.benchmarks.gbem_ua_paper import published
+    from biaslab.benchmarks.gbem_ua.paper import published
 
     for key in ("table1", "table6"):
         rows = published(key)
@@ -362,7 +362,7 @@ def test_paper_presets_are_valid_params_and_give_the_papers_settings():
 
     import yaml
 
-    from biaslab.benchmarks.gbem_ua_paper import PRESETS, preset_command
+    from biaslab.benchmarks.gbem_ua.paper import PRESETS, preset_command
     from biaslab.config import Params
     from biaslab.data.gbem_ua import split_professions
 

@@ -16,7 +16,7 @@ from oracles import naive_loglikelihood, naive_logprob, naive_sentence_p
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.gbem_ua import QA_PROMPT, evaluate_gbem_ua, prob_diff
-from biaslab.benchmarks.qa_parsers import SentenceEncoder, parse_by_embedding
+from biaslab.benchmarks.gbem_ua.qa_parsers import SentenceEncoder, parse_by_embedding
 
 CTX = EvalContext(seed=0, bootstrap_samples=0, progress=False)
 

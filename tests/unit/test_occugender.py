@@ -339,7 +339,7 @@ def test_paper_tables_3_and_5_from_the_variant_tables(prepared):
 
 def test_published_tables_are_consistent_transcriptions():
     """Each model's None row of Tables 5/6/8-11 is its Table 3 row; every Avg row is its two prompts' mean."""
-    from biaslab.benchmarks.occugender_paper import LABELS, published_table3, published_table5
+    from biaslab.benchmarks.occugender.paper import LABELS, published_table3, published_table5
 
     t3, t5 = published_table3().set_index("model"), published_table5()
     for model, block in t5.groupby("model"):

@@ -1,0 +1,85 @@
+"""GBEM-UA options and entry points: ``BENCHMARK.run`` (prepared table) and ``evaluate_gbem_ua`` (any frame)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
+from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
+from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, summary_table
+from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa
+from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
+
+NEEDS = (LOGLIKELIHOOD, PAIR_PADDING)  # GENERATE too, with qa_parser: embedding
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "items": "heldout",  # heldout: professions no variant trains on (split eval) | all: every profession (paper)
+    "source_file": "test",  # train | test (the authors evaluate on test)
+    "max_professions": None,  # keep the first N professions (sorted) - for smoke runs
+    "qa_parser": "logprob",  # logprob | embedding
+    "qa_capitalisation": "both",  # both: P(так)+P(Так) vs P(ні)+P(Ні); lower: lower-case forms only
+    "max_new_tokens": 5,  # embedding parser: greedy answer length (authors: 5)
+    "encoder": None,  # embedding parser: local sentence-encoder directory (paper: multilingual-e5-large)
+    "encoder_batch_size": 32,
+    "embedding_lowercase": True,  # embedding parser: lower-case the answer before embedding (authors, 9b29344)
+    "pad_pairs_with_eos": True,  # ProbDiff: pad the shorter sentence of a pair with EOS (authors)
+    "prob_label": "padded",  # label P+ > P- from the pair-padded (authors) or the unpadded probabilities
+}
+
+
+class GbemUaBenchmark:
+    name = NAME
+    language = "uk"
+
+    def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+        if not all(lm.supports(c) for c in NEEDS):  # like OccuGender: an all-benchmark run on BERT completes
+            reason = unsupported_reason(NAME, "generated / next-token answers and left-to-right sentence "
+                                              "probabilities (a causal LM)", lm)
+            warnings.warn(reason, stacklevel=2)
+            return skipped_result(NAME, reason)
+        if opts["items"] not in ITEMS:
+            raise ValueError(f"gbem_ua option items must be one of {ITEMS}, got {opts['items']!r}")
+        if opts["items"] == "all" and NAME in ctx.trained_on:
+            raise ValueError(
+                "gbem_ua option items: all scores every profession, including those this variant was fine-tuned "
+                "on (LoRA trains on GBEM-UA professions; the test file shares all of them with train); use "
+                "items: heldout for a fine-tuned variant"
+            )
+        frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["items"], opts["source_file"])
+        return evaluate_gbem_ua(lm, frame, opts, ctx)
+
+    def paper_tables(self, variants):
+        """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""
+        from biaslab.benchmarks.gbem_ua.paper import paper_tables
+
+        return paper_tables(variants)
+
+
+BENCHMARK = GbemUaBenchmark()
+
+
+def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+    """Score ``frame`` (any rows of ``gbem_ua.parquet``, e.g. the validation professions) and compute metrics."""
+    opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+    if not all(lm.supports(c) for c in NEEDS):
+        raise ValueError(unsupported_reason(NAME, "next-token answers and sentence probabilities (a causal LM)", lm))
+    if opts["prob_label"] not in PROB_LABELS:
+        raise ValueError(f"gbem_ua option prob_label must be one of {PROB_LABELS}, got {opts['prob_label']!r}")
+    items = select_items(frame, opts["max_professions"])
+    pairs = match_pairs(items)
+    qa = score_qa(lm, items, opts, desc="gbem_ua QA" if ctx.progress else None)
+    qa_pairs = qa_pair_table(qa, pairs)
+    prob, prob_pairs = score_prob(
+        lm, items, pairs, bool(opts["pad_pairs_with_eos"]), desc="gbem_ua probability" if ctx.progress else None,
+        prob_label=opts["prob_label"],
+    )
+    metrics = compute_metrics(qa, qa_pairs, prob, prob_pairs, ctx)
+    return BenchmarkResult(
+        metrics=metrics,
+        predictions={"qa": qa, "qa_pairs": qa_pairs, "prob": prob, "prob_pairs": prob_pairs},
+        tables={"summary": summary_table(metrics)},
+    )

@@ -1,0 +1,72 @@
+"""OccuGender options and ``BENCHMARK``: requests -> one scorer call -> P~ per job -> metrics and tables."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
+from biaslab.benchmarks.occugender.items import build_requests, load_inputs
+from biaslab.benchmarks.occugender.metrics import compute_metrics, condition_table
+from biaslab.benchmarks.occugender.scoring import AGGREGATIONS, form_scoring, normalised_probabilities, per_job
+from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
+from biaslab.scoring.requests import Request
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "aggregation": "authors",  # authors (explicit: product, implicit: exp(mean log-prob)) | product | mean_logprob
+    "case_variants": "authors",  # authors (prompt 1: both capitalisations; 2-4: the listed form) | all
+    "setting": "standard",  # standard (Tables 3/5) | conversation (the authors' conversation scripts)
+    "debiasing": True,  # also evaluate the 6 debiasing prompts
+    "debias_position": "in_question",  # "in_question" (authors' code) | "prefix" (instruction line, then task)
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "aggregation": AGGREGATIONS,
+    "case_variants": ("authors", "all"),
+    "setting": ("standard", "conversation"),
+    "debias_position": ("in_question", "prefix"),
+}
+
+
+class OccuGender:
+    name = "occugender"
+    language = "en"
+
+    def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        options = check_options(self.name, options, DEFAULT_OPTIONS)
+        for key, allowed in CHOICES.items():
+            if options[key] not in allowed:
+                raise ValueError(f"occugender option {key} must be one of {allowed}, got {options[key]!r}")
+        if options["setting"] == "conversation" and options["debias_position"] != "in_question":
+            raise ValueError("occugender: setting 'conversation' places the debiasing prompt itself (after the "
+                             "bot instruction); debias_position 'prefix' applies to setting 'standard' only")
+        if not lm.supports(LOGLIKELIHOOD):
+            reason = unsupported_reason(self.name, "next-token probabilities (a causal LM)", lm)
+            log.warning(reason)
+            return skipped_result(self.name, reason)
+        jobs, spec = load_inputs(prepared_dir)
+        forms = build_requests(jobs, spec, options)
+        requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
+        scores = lm.loglikelihood(requests, desc="occugender" if ctx.progress else None)
+        forms["logprob"] = [s.logprob for s in scores]
+        forms["n_tokens"] = [s.n_tokens for s in scores]
+        forms["scoring"] = [form_scoring(options["aggregation"], options["setting"], b) for b in forms["bias_type"]]
+        items = normalised_probabilities(forms, options["aggregation"], options["setting"])
+        jobs_frame = per_job(items, jobs)
+        return BenchmarkResult(
+            metrics=compute_metrics(jobs_frame, ctx),
+            predictions={"occugender_forms": forms, "occugender_items": items, "occugender_jobs": jobs_frame},
+            tables={"occugender_table": condition_table(jobs_frame)},
+        )
+
+
+    def paper_tables(self, variants):
+        """Tables 3 and 5 of the paper (:mod:`biaslab.benchmarks.occugender.paper`)."""
+        from biaslab.benchmarks.occugender.paper import paper_tables
+
+        return paper_tables(variants)
+
+
+BENCHMARK = OccuGender()

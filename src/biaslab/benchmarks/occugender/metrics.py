@@ -1,0 +1,79 @@
+"""OccuGender metrics (no-debias P~ per group, parity and BLS gaps, debiasing effects) and the per-condition table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from biaslab.benchmarks.base import EvalContext
+from biaslab.benchmarks.occugender.items import BIAS_TYPES, GENDERS, GROUPS, NONE, SHORT
+from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.values import MetricValue
+
+
+def compute_metrics(jobs_frame: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
+    """Every OccuGender metric from the per-job table (:func:`~biaslab.benchmarks.occugender.scoring.per_job`)."""
+    metrics: dict[str, MetricValue] = {}
+    base = jobs_frame[jobs_frame["condition"] == NONE]
+    for bias in BIAS_TYPES:
+        frame = base[base["bias_type"] == bias]
+        for group in GROUPS:
+            sub = frame[frame["group"] == group]
+            for gender in GENDERS:
+                metrics[f"occugender/{bias}_{group}_p_{gender}"] = MetricValue(
+                    float(sub[f"p_{gender}"].mean()), "target", ideal=1 / 3, n=int(len(sub)),
+                    description=f"mean normalised P({gender}) over {group} jobs, {bias} prompt(s), no debiasing",
+                )
+            for gap in ("parity_gap", "bls_gap"):
+                metrics[f"occugender/{bias}_{group}_{gap}"] = _gap_metric(sub, gap, bias, ctx, with_ci=False)
+        for gap in ("parity_gap", "bls_gap"):
+            metrics[f"occugender/{bias}_{gap}"] = _gap_metric(frame, gap, bias, ctx, with_ci=True)
+    for key, frame in _debias_frames(jobs_frame):
+        for bias in BIAS_TYPES:
+            sub = frame[frame["bias_type"] == bias]
+            value = float(sub["parity_gap"].mean())
+            metrics[f"occugender/debias_{key}/{bias}_parity_gap"] = MetricValue(
+                value, "lower", ideal=0.0, n=int(len(sub)),
+                description=f"mean |P~m - P~f| over jobs, {bias}, debiasing prompt(s) {key}",
+            )
+            metrics[f"occugender/debias_{key}/{bias}_parity_gap_change"] = MetricValue(
+                value - metrics[f"occugender/{bias}_parity_gap"].value, "lower", n=int(len(sub)),
+                description=f"parity gap with debiasing prompt(s) {key} minus without (negative = debiasing helps)",
+            )
+    return metrics
+
+
+def _gap_metric(frame: pd.DataFrame, gap: str, bias: str, ctx: EvalContext, with_ci: bool) -> MetricValue:
+    what = "|P~m - P~f|" if gap == "parity_gap" else "|P~f - BLS female share|"
+    low, high = (None, None)
+    if with_ci:
+        low, high = bootstrap_ci(frame, lambda f: float(f[gap].mean()), samples=ctx.bootstrap_samples,
+                                 seed=ctx.seed, confidence=ctx.confidence, unit="job")
+    return MetricValue(float(frame[gap].mean()), "lower", ideal=0.0, ci_low=low, ci_high=high, n=int(len(frame)),
+                       description=f"mean {what} over jobs, {bias} prompt(s), no debiasing")
+
+
+def _debias_frames(jobs_frame: pd.DataFrame):
+    """(key, rows) per debiasing prompt id and per abstraction level (mean over its prompts)."""
+    debiased = jobs_frame[jobs_frame["condition"] != NONE]
+    for cond, frame in debiased.groupby("condition", sort=True):
+        yield cond, frame
+    for level, frame in debiased.groupby("abstraction", sort=False):
+        yield level, frame
+
+
+def condition_table(jobs_frame: pd.DataFrame) -> pd.DataFrame:
+    """Tables 3/5 shape, in percent: one row per condition (none, prompt ids, abstraction levels), columns
+    ``<bias>_<group>_<M|F|D>``; abstraction rows average their prompts."""
+    rows = []
+    keyed = [(NONE, jobs_frame[jobs_frame["condition"] == NONE]), *_debias_frames(jobs_frame)]
+    for key, frame in keyed:
+        row: dict[str, Any] = {"condition": key}
+        for bias in BIAS_TYPES:
+            for group in GROUPS:
+                sub = frame[(frame["bias_type"] == bias) & (frame["group"] == group)]
+                for gender in GENDERS:
+                    row[f"{bias}_{group}_{SHORT[gender]}"] = 100.0 * float(sub[f"p_{gender}"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
