@@ -86,6 +86,7 @@ class FakeScorer:
         self.pair_method = pair_method
         self.default_tokens = default_tokens
         self.prefix = ""
+        self.prefix_separator = " "
         self.calls: list[tuple[str, int]] = []
 
     @classmethod
@@ -100,6 +101,11 @@ class FakeScorer:
     def with_prefix(self, prefix: str) -> "FakeScorer":
         other = copy.copy(self)
         other.prefix = prefix
+        return other
+
+    def with_prefix_separator(self, separator: str) -> "FakeScorer":
+        other = copy.copy(self)
+        other.prefix_separator = separator
         return other
 
     def _need(self, capability: str) -> None:

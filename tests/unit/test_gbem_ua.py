@@ -253,6 +253,8 @@ def test_unknown_option_and_bad_parser_are_errors():
         evaluate_gbem_ua(FakeLM(frame), frame, {"qa_parser": "regex"}, CTX)
     with pytest.raises(ValueError, match="encoder"):
         evaluate_gbem_ua(FakeLM(frame), frame, {"qa_parser": "embedding"}, CTX)
+    with pytest.raises(ValueError, match="prompt_join"):
+        evaluate_gbem_ua(FakeLM(frame), frame, {"prompt_join": "newline"}, CTX)
 
 
 def test_lower_case_only_answer_forms():

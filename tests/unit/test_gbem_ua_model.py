@@ -166,13 +166,19 @@ def test_embedding_parser_end_to_end_on_tiny_model(tiny_scorer, tiny_encoder_dir
 
 
 def test_prompt_prefix_conditions_the_probability_set(tiny_scorer, tiny_causal_model, tiny_tokenizer):
-    """A prompt variant's instruction precedes every probability-set sentence, as it does QA prompts."""
+    """A prompt variant's instruction precedes every probability-set sentence and QA prompt, joined as the
+    authors' ``debias_prompt + text`` (``prompt_join: authors``, nothing between) or with a space."""
     prefix = "Не будь упередженим до статі."
     frame = tiny_frame().iloc[:8]  # one profession
-    result = evaluate_gbem_ua(tiny_scorer.with_prefix(prefix), frame, {}, CTX)
     tok = tiny_tokenizer
-    for row in result.predictions["prob"].itertuples():
-        context = tok.encode(prefix, add_special_tokens=False)
-        whole = tok.encode(f"{prefix} {row.pos_sentence}", add_special_tokens=False)
-        expected = math.exp(naive_logprob(tiny_causal_model, whole, len(context)) / (len(whole) - len(context)))
-        assert row.p_pos == pytest.approx(expected, abs=1e-5)
+    for join, separator in (("authors", ""), ("space", " ")):
+        result = evaluate_gbem_ua(tiny_scorer.with_prefix(prefix), frame, {"prompt_join": join}, CTX)
+        for row in result.predictions["prob"].itertuples():
+            context = tok.encode(prefix, add_special_tokens=False)
+            whole = tok.encode(f"{prefix}{separator}{row.pos_sentence}", add_special_tokens=False)
+            expected = math.exp(naive_logprob(tiny_causal_model, whole, len(context)) / (len(whole) - len(context)))
+            assert row.p_pos == pytest.approx(expected, abs=1e-5)
+        qa = result.predictions["qa"].iloc[0]
+        yes = np.logaddexp(*(naive_loglikelihood(tiny_causal_model, tok, f"{prefix}{separator}{qa.prompt}", f)[0]
+                             for f in (" так", " Так")))
+        assert qa.logprob_yes == pytest.approx(yes, abs=1e-5)

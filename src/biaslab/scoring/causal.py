@@ -230,6 +230,14 @@ class CausalScorer:
         other.format = self.format.with_prefix(prefix)
         return other
 
+    def with_prefix_separator(self, separator: str) -> "CausalScorer":
+        """The same scorer joining its prefix (if any) and each text with ``separator`` instead of a space."""
+        import copy
+
+        other = copy.copy(self)
+        other.format = self.format.with_separator(separator)
+        return other
+
     # ------------------------------------------------------------------ scoring
     def loglikelihood(self, requests: Sequence[Request], desc: str | None = None) -> list[Score]:
         """``log P(continuation | context)`` for every request (see :class:`Request`)."""

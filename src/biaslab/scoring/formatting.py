@@ -22,8 +22,9 @@ debiasing instruction becomes the system prompt when the template has a system r
 prepended to the user turn. Sentences scored from the start of the text (RuBia, CrowS-Pairs, the
 GBEM-UA probability set, WinoBias/Winogender) have no prompt and are scored unchanged under ``chat``.
 
-**Prefix** (prompt variant, raw): ``prefix + " " + context``; a sentence without context gets the
-prefix as its context (:func:`~biaslab.scoring.requests.with_prefix`).
+**Prefix** (prompt variant, raw): ``prefix + separator + context`` (``separator`` is ``" "`` unless a
+benchmark asks for its paper's join, :meth:`PromptFormat.with_separator`); a sentence without context
+gets the prefix as its context (:func:`~biaslab.scoring.requests.with_prefix`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class PromptFormat:
     chat: bool = False
     prefix: str = ""
     system_role: bool = field(default=False, compare=False)
+    separator: str = " "  # between the prefix and the text (raw prompts, or the user turn without a system role)
 
     @classmethod
     def create(cls, tokenizer, add_bos: str | bool = "auto", prompt_format: str = "raw", prefix: str = "") -> "PromptFormat":
@@ -102,6 +104,10 @@ class PromptFormat:
     def with_prefix(self, prefix: str) -> "PromptFormat":
         return replace(self, prefix=prefix.strip())
 
+    def with_separator(self, separator: str) -> "PromptFormat":
+        """The same format joining prefix and text with ``separator`` (e.g. ``""``: GBEM-UA's authors)."""
+        return replace(self, separator=separator)
+
     # ------------------------------------------------------------------ text
     def chat_prompt(self, user_text: str) -> str:
         """``user_text`` as a user turn (the prefix as system prompt, or before the text), ready for the answer."""
@@ -109,7 +115,7 @@ class PromptFormat:
         if self.prefix and self.system_role:
             messages.append({"role": "system", "content": self.prefix})
         elif self.prefix:
-            user_text = f"{self.prefix} {user_text}"
+            user_text = f"{self.prefix}{self.separator}{user_text}"
         messages.append({"role": "user", "content": user_text})
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
@@ -117,13 +123,13 @@ class PromptFormat:
         """The request as the model sees it (text level): prefix and chat applied."""
         if self.chat and request.context:
             return Request(self.chat_prompt(request.context), request.continuation.lstrip())
-        return with_prefix(request, self.prefix)
+        return with_prefix(request, self.prefix, self.separator)
 
     def prompt(self, text: str) -> str:
         """A generation prompt as the model sees it (text level)."""
         if self.chat:
             return self.chat_prompt(text)
-        return f"{self.prefix} {text}" if self.prefix else text
+        return f"{self.prefix}{self.separator}{text}" if self.prefix else text
 
     # ------------------------------------------------------------------ tokens
     def encode_requests(self, requests: Sequence[Request]) -> list[TokenRequest]:

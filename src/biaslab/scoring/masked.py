@@ -63,6 +63,7 @@ class MaskedScorer:
     max_batch_tokens: int = 1024  # padded tokens per pass; small batches stay in CPU cache (bench/)
     max_length: int | None = None
     prompt_prefix: str = ""
+    prefix_separator: str = " "  # between the prefix and the sentence
     kind: str = field(default="masked", init=False)
     capabilities: frozenset = field(default=frozenset(), init=False)
     description: str = field(default="masked LM, pseudo-log-likelihood", init=False)
@@ -170,14 +171,20 @@ class MaskedScorer:
         The sentence is encoded as ``prefix + " " + sentence``; the prefix tokens condition every
         masked prediction but are never scored (:meth:`scorable_positions` skips them).
         """
-        return MaskedScorer(self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix)
+        return MaskedScorer(self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length, prefix,
+                            self.prefix_separator)
+
+    def with_prefix_separator(self, separator: str) -> "MaskedScorer":
+        """The same scorer joining its prefix (if any) and each sentence with ``separator``."""
+        return MaskedScorer(self.model, self.tokenizer, self.batch_size, self.max_batch_tokens, self.max_length,
+                            self.prompt_prefix, separator)
 
     # ------------------------------------------------------------------ tokenisation
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids with the model's special tokens (``[CLS] ... [SEP]`` / ``<s> ... </s>``)."""
         out = []
         for i, sentence in enumerate(sentences):
-            text = f"{self.prompt_prefix} {sentence}" if self.prompt_prefix else sentence
+            text = f"{self.prompt_prefix}{self.prefix_separator}{sentence}" if self.prompt_prefix else sentence
             ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
             if len(ids) > self.max_length:
                 raise ValueError(

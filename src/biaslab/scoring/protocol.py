@@ -30,7 +30,9 @@ operation                                   causal LM                           
 
 ``with_prefix(prefix)`` returns the same scorer with a prompt variant's debiasing instruction applied
 to every prompt and sentence (where it goes - before the text, or into a chat system turn - is the
-scorer's business, :mod:`biaslab.scoring.formatting`).
+scorer's business, :mod:`biaslab.scoring.formatting`). ``with_prefix_separator(separator)`` returns it
+joining that instruction and the text with ``separator`` instead of one space - for a benchmark whose
+paper joined them otherwise (GBEM-UA's authors concatenate them: option ``prompt_join``).
 """
 
 from __future__ import annotations
@@ -135,6 +137,8 @@ class Scorer(Protocol):
     def supports(self, capability: str) -> bool: ...
 
     def with_prefix(self, prefix: str) -> "Scorer": ...
+
+    def with_prefix_separator(self, separator: str) -> "Scorer": ...
 
     def loglikelihood(self, requests: Sequence[Request], desc: str | None = None) -> list[Score]: ...
 

@@ -43,18 +43,19 @@ class Score:
     is_greedy: bool
 
 
-def with_prefix(request: Request, prefix: str) -> Request:
+def with_prefix(request: Request, prefix: str, separator: str = " ") -> Request:
     """Prepend an instruction (prompt debiasing) to a request, keeping the continuation scored.
 
-    ``prefix + " " + context`` when there is a context; otherwise the prefix *becomes* the context and
-    the continuation gets a leading space, so a sentence log-likelihood turns into the sentence's
-    log-likelihood given the instruction.
+    ``prefix + separator + context`` when there is a context; otherwise the prefix *becomes* the context
+    and the continuation starts with ``separator``, so a sentence log-likelihood turns into the sentence's
+    log-likelihood given the instruction. ``separator`` is ``" "`` unless a benchmark reproduces another
+    join (GBEM-UA's authors concatenate with nothing in between).
     """
     if not prefix:
         return request
     if request.context:
-        return Request(f"{prefix} {request.context}", request.continuation)
-    return Request(prefix, f" {request.continuation.lstrip()}")
+        return Request(f"{prefix}{separator}{request.context}", request.continuation)
+    return Request(prefix, f"{separator}{request.continuation.lstrip()}")
 
 
 class NonFiniteScoreError(ValueError):

@@ -27,7 +27,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "embedding_lowercase": True,  # embedding parser: lower-case the answer before embedding (authors, 9b29344)
     "pad_pairs_with_eos": True,  # ProbDiff: pad the shorter sentence of a pair with EOS (authors)
     "prob_label": "padded",  # label P+ > P- from the pair-padded (authors) or the unpadded probabilities
+    "prompt_join": "authors",  # prompt variant: instruction + text with nothing between (authors) | space
 }
+PROMPT_JOINS = {"authors": "", "space": " "}  # prompt_join -> separator between a prompt variant's prefix and text
 
 
 class GbemUaBenchmark:
@@ -69,6 +71,10 @@ def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx:
         raise ValueError(unsupported_reason(NAME, "next-token answers and sentence probabilities (a causal LM)", lm))
     if opts["prob_label"] not in PROB_LABELS:
         raise ValueError(f"gbem_ua option prob_label must be one of {PROB_LABELS}, got {opts['prob_label']!r}")
+    if opts["prompt_join"] not in PROMPT_JOINS:
+        raise ValueError(f"gbem_ua option prompt_join must be one of {sorted(PROMPT_JOINS)}, got {opts['prompt_join']!r}")
+    # the authors' prompt wrapper: debias_prompt + text (debias/prompt_debias.py), no separator
+    lm = lm.with_prefix_separator(PROMPT_JOINS[opts["prompt_join"]])
     items = select_items(frame, opts["max_professions"])
     pairs = match_pairs(items)
     qa = score_qa(lm, items, opts, desc="gbem_ua QA" if ctx.progress else None)
