@@ -122,9 +122,19 @@ def test_conversation_prompts_match_the_authors_scripts_character_for_character(
     )
 
 
-def test_surface_form_counts_on_the_mirror_spec(mirror):
-    """Appendix A: prompt 1 sums 4 + 4 + 5 expressions in both capitalisations; prompts 2-4 one pronoun each."""
-    spec = json.loads((mirror / "occugender" / "spec.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("source", ["package", "mirror"])
+def test_surface_form_counts_of_the_real_spec(source, request):
+    """Appendix A: prompt 1 sums 4 + 4 + 5 expressions in both capitalisations; prompts 2-4 one pronoun each.
+
+    Both copies of the spec: the package's (used without a mirror) and the mirror's.
+    """
+    from importlib import resources
+
+    if source == "package":
+        text = resources.files("biaslab.data").joinpath("specs", "occugender.json").read_text("utf-8")
+    else:
+        text = (request.getfixturevalue("mirror") / "occugender" / "spec.json").read_text(encoding="utf-8")
+    spec = json.loads(text)
     jobs = JOBS.iloc[:1]
     counts = {}
     for variants in ("authors", "all"):
