@@ -374,6 +374,8 @@ def test_paper_presets_are_valid_params_and_give_the_papers_settings():
     assert not params.embedding_debias.normalize_word_vectors
     assert params.variants["soft"].embedding_apply == params.variants["hard"].embedding_apply == "hook"
     assert params.lora.use_tuned is False and (params.lora.r, params.lora.alpha, params.lora.epochs) == (16, 8, 3.0)
+    assert (params.lora.optimizer, params.lora.quantization, params.lora.mixed_precision) == (
+        "paged_adamw_8bit", "8bit", "fp16")  # Table 4: paged_adamw_8bit, fp16
     split = split_professions([f"p{i}" for i in range(349)], params.data.gbem_ua)  # 349 GBEM-UA professions
     assert len(split["finetune"]) == 175  # the paper's 175 fine-tuning professions
     assert params.evaluation.benchmarks["gbem_ua"].options["items"] == "all"

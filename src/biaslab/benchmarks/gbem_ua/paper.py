@@ -79,10 +79,13 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "variants.hard.embedding_apply=hook",
     ),
     # LoRA as Table 4: 175 training professions (219 fine-tune professions, 44 of them for validation),
-    # the paper's hyper-parameters without the Optuna override
+    # the paper's hyper-parameters without the Optuna override, 8-bit paged AdamW on an 8-bit base, fp16
     "lora": (
         "data.gbem_ua.finetune_fraction=0.6275",
         "lora.use_tuned=false",
+        "lora.optimizer=paged_adamw_8bit",
+        "lora.quantization=8bit",
+        "lora.mixed_precision=fp16",
         "lora.save_steps=200",
         "lora.eval_steps=200",
         "lora.logging_steps=20",
