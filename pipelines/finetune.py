@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> None:
             "tuned": bool(overrides)}
     with tracking.stage_run("finetune", variant="lora", tags=tags) as mlflow_run:
         tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
-        result = finetune(params.model.output_dir, frame, cfg, variant.model_dir)
+        result = finetune(params.model.output_dir, frame, cfg, variant.model_dir, add_bos=params.scoring.add_bos,
+                          prompt_format=params.evaluation.prompt_format)
         for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),
                             ("train_loss", result.train_loss), ("seconds_per_step", result.seconds_per_step)):
             if value is not None:

@@ -44,13 +44,14 @@ def run(args: argparse.Namespace) -> None:
     options = dict(gbem.options) if gbem is not None else {}
     set_threads(params.scoring.num_threads)
     base = params.model.output_dir
+    formatting = {"add_bos": params.scoring.add_bos, "prompt_format": params.evaluation.prompt_format}
     if args.no_track:
-        result = tune(base, frame, params.tune, params.lora, options=options)
+        result = tune(base, frame, params.tune, params.lora, options=options, **formatting)
     else:
         tracking.configure(params.tracking)
         with tracking.stage_run("tune", tags={"base_fingerprint": fingerprint_dir(base)}) as mlflow_run:
             tracking.log_params({"tune": params.tune.model_dump(mode="json"), "lora": params.lora.model_dump()})
-            result = tune(base, frame, params.tune, params.lora, options=options)
+            result = tune(base, frame, params.tune, params.lora, options=options, **formatting)
             tracking.write_run_json(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
                                     best_trial=result.best_trial, best_params=result.best_params,
                                     values=result.values, n_complete=result.n_complete,

@@ -111,6 +111,9 @@ class ModelConfig(Section):
     allow_pickle: bool = Field(False, description="allow loading .bin/.pt pickle checkpoints (unsafe)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="dtype models/base is stored in; auto = the checkpoint's own (every later copy keeps it)")
+    device_map: str | dict[str, int | str] | None = Field(
+        None, description="accelerate device map for models that do not fit one GPU (auto, balanced, or "
+        "module -> device); null = the whole model on scoring.device")
     output_dir: str = "models/base"
     pretrain: PretrainConfig = PretrainConfig()
 

@@ -161,8 +161,10 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         trust_remote_code=params.model.trust_remote_code,
         allow_pickle=params.model.allow_pickle,
         dtype=dtype,
+        device_map=params.model.device_map,
     )
-    loaded.model.to(device)
+    if params.model.device_map is None:  # with a device map, accelerate has placed the layers already
+        loaded.model.to(device)
     scorer = make_scorer(loaded, params.scoring, prompt_format=params.evaluation.prompt_format)
     all_metrics: dict[str, MetricValue] = {}
     predictions: dict[str, pd.DataFrame] = {}

@@ -80,11 +80,15 @@ def load_model(
     allow_pickle: bool = False,
     revision: str | None = None,
     dtype: str = "auto",
+    device_map: str | dict[str, Any] | None = None,
 ) -> LoadedModel:
     """Load a model and its tokenizer from a local directory, or a hub id (cache or network).
 
     ``dtype="auto"`` loads what the checkpoint stores (``config.json``'s ``dtype``, which biaslab's own
     model directories always state); a dtype name casts in memory only (e.g. float32 compute on a CPU).
+    ``device_map`` (params ``model.device_map``) spreads the layers over several devices with accelerate
+    (``"auto"``, ``"balanced"``, ``"cpu"`` or ``{module: device}``) for a model that does not fit one GPU;
+    the scorer then feeds inputs to the device of the input embeddings and reads logits where they land.
 
     A hub id is loaded at one commit (:func:`biaslab.hub.resolve_commit`), recorded in ``commit``; a hub
     failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
@@ -96,12 +100,13 @@ def load_model(
         if not local.is_dir() or not (local / "config.json").is_file():
             raise ModelLoadError(f"{local}: not a model directory (no config.json)")
         check_safe(local, allow_pickle)
-        return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, commit=None)
+        return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, device_map, commit=None)
     from biaslab import hub
 
     try:
         resolved = hub.resolve_commit(source, revision)
-        return _load(source, kind, trust_remote_code, allow_pickle, resolved, dtype, commit=resolved.resolved)
+        return _load(source, kind, trust_remote_code, allow_pickle, resolved, dtype, device_map,
+                     commit=resolved.resolved)
     except Exception as exc:
         message = hub.explain(exc, source, revision)
         if message is None:
@@ -110,7 +115,7 @@ def load_model(
 
 
 def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, revision: str | None, dtype: str,
-          *, commit: str | None) -> LoadedModel:
+          device_map: str | dict[str, Any] | None = None, *, commit: str | None) -> LoadedModel:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -125,6 +130,7 @@ def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, r
         trust_remote_code=trust_remote_code,
         use_safetensors=not allow_pickle or None,
         dtype=torch_dtype,
+        **({"device_map": device_map} if device_map is not None else {}),
     )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)

@@ -194,23 +194,30 @@ def train_lora(
     callbacks: Sequence[Any] = (),
     curve_prefix: str = "train",
     plan: TrainingPlan | None = None,
+    fmt: Any = None,
 ) -> TrainOutcome:
     """Attach a LoRA adapter to ``model`` and train it on ``train`` (prompt/completion columns).
 
     With ``checkpoints`` the run saves to ``work_dir`` and resumes from its last complete checkpoint.
     ``max_steps`` overrides ``cfg.max_steps`` (tuning trials). ``plan`` is how this machine trains
     (:func:`~biaslab.mitigation.training_plan.plan_training` of ``cfg`` when None); ``model`` must have
-    been loaded as it says (:func:`~biaslab.mitigation.training_plan.load_for_training`). Returns the
-    in-memory ``PeftModel``.
+    been loaded as it says (:func:`~biaslab.mitigation.training_plan.load_for_training`). ``fmt`` is the
+    scorer's :class:`~biaslab.scoring.formatting.PromptFormat` (default: the tokenizer's own BOS, raw
+    prompts); examples are tokenised with it (:func:`~biaslab.mitigation.sft_data.tokenized_examples`), so
+    the adapter is trained on exactly what evaluation feeds. Returns the in-memory ``PeftModel``.
     """
     from datasets import Dataset
     from trl import SFTTrainer
+
+    from biaslab.mitigation.sft_data import tokenized_examples
+    from biaslab.scoring.formatting import PromptFormat
 
     work_dir = Path(work_dir)
     evaluate = valid is not None and not valid.empty and cfg.eval_steps > 0
     args = sft_config(cfg, work_dir, max_steps=cfg.max_steps if max_steps is None else max_steps,
                       checkpoints=checkpoints, evaluate=evaluate, plan=plan or plan_training(cfg))
-    to_ds = lambda f: Dataset.from_pandas(f[["prompt", "completion"]].reset_index(drop=True), preserve_index=False)  # noqa: E731
+    fmt = fmt if fmt is not None else PromptFormat.create(tokenizer)
+    to_ds = lambda f: Dataset.from_pandas(tokenized_examples(f, fmt), preserve_index=False)  # noqa: E731
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -270,22 +277,30 @@ def finetune(
     *,
     base_ref: str | None = None,
     callbacks: Sequence[Any] = (),
+    add_bos: str | bool = "auto",
+    prompt_format: str = "raw",
 ) -> FinetuneResult:
     """Fine-tune ``base_dir`` on the GBEM-UA ``frame`` (prepared schema) and write the LoRA variant.
 
     ``base_ref`` is the base path recorded in ``variant.json`` (default: ``base_dir`` as given, which
-    should be relative to the project root so the variant loads from any checkout).
+    should be relative to the project root so the variant loads from any checkout). ``add_bos`` and
+    ``prompt_format`` are the evaluation's (``scoring.add_bos``, ``evaluation.prompt_format``): the
+    adapter learns on the token sequences it is evaluated on.
     """
     from biaslab.mitigation.sft_data import training_examples, validation_examples
+    from biaslab.scoring.formatting import PromptFormat
 
     plan = plan_training(cfg)  # fails here, before loading, when the machine cannot run the options
     train = training_examples(frame, cfg.augmentation)
     valid = validation_examples(frame) if (frame["split"] == "validation").any() else None
     loaded = load_for_training(base_dir, plan)
     checkpoint_dir = Path(cfg.checkpoint_dir)
-    prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint, plan))
+    fmt = PromptFormat.create(loaded.tokenizer, add_bos, prompt_format)
+    # the token ids depend on the formatting too: checkpoints of another BOS / chat setting are not resumed
+    formatted = "" if (add_bos, prompt_format) == ("auto", "raw") else f":{json.dumps(fmt.describe())}"
+    prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint + formatted, plan))
     outcome = train_lora(loaded.model, loaded.tokenizer, train, cfg, checkpoint_dir, valid=valid,
-                         callbacks=callbacks, plan=plan)
+                         callbacks=callbacks, plan=plan, fmt=fmt)
     hp = hyperparameters(cfg)
     with atomic_dir(output_dir) as tmp:
         outcome.model.save_pretrained(str(tmp), safe_serialization=True)

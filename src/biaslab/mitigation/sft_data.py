@@ -21,6 +21,16 @@ item, so the answer never depends on gender.
 
 Duplicated sentences (train and test files share 1366) are kept once: a duplicate would silently
 weight a profession twice.
+
+Tokenisation (:func:`tokenized_examples`): an example is tokenised exactly as the scorer tokenises the
+QA request ``(prompt, completion)`` it is evaluated on - the same BOS rule (``scoring.add_bos``), chat
+template (``evaluation.prompt_format``) and harness split - plus the EOS token TRL appends to a
+completion; the loss covers the completion and that EOS. TRL receives the token ids (``input_ids``,
+``completion_mask``) and tokenises nothing itself, so training and evaluation cannot condition the model
+differently (TRL would add the tokenizer's own special tokens to a chat-rendered prompt that already
+starts with BOS: two BOS tokens). With ``add_bos: auto`` and ``raw`` prompts the ids are those TRL 1.16
+builds from a prompt-completion dataset itself (``tokenizer(prompt)``, ``tokenizer(prompt + completion +
+eos_token)``, split at their common prefix; tested).
 """
 
 from __future__ import annotations
@@ -111,6 +121,21 @@ def training_examples(frame: pd.DataFrame, augmentation: Augmentation = "none",
     examples = pd.DataFrame.from_records(records, columns=COLUMNS)
     examples = examples.drop_duplicates("prompt").sort_values("prompt", kind="stable")
     return examples.reset_index(drop=True)
+
+
+def tokenized_examples(examples: pd.DataFrame, fmt) -> pd.DataFrame:
+    """``input_ids`` and ``completion_mask`` of each (prompt, completion) example, as the scorer sees it.
+
+    ``fmt`` is the :class:`~biaslab.scoring.formatting.PromptFormat` the evaluation uses for this model.
+    """
+    from biaslab.scoring.requests import Request
+
+    requests = fmt.encode_requests([Request(p, c) for p, c in zip(examples["prompt"], examples["completion"])])
+    eos = fmt.tokenizer.eos_token_id
+    tail = [] if eos is None else [int(eos)]
+    input_ids = [list(r.context_ids) + list(r.continuation_ids) + tail for r in requests]
+    masks = [[0] * len(r.context_ids) + [1] * (len(r.continuation_ids) + len(tail)) for r in requests]
+    return pd.DataFrame({"input_ids": input_ids, "completion_mask": masks})
 
 
 def validation_examples(frame: pd.DataFrame) -> pd.DataFrame:

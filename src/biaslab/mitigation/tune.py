@@ -180,11 +180,14 @@ def make_storage(spec: str, root: str | Path = "."):
 
 def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: pd.DataFrame,
                valid: pd.DataFrame, options: dict[str, Any] | None = None,
-               training: dict[str, Any] | None = None) -> str:
+               training: dict[str, Any] | None = None,
+               formatting: dict[str, Any] | None = None) -> str:
     """``<study_name>-<hash>``: everything except n_trials/storage that makes trials comparable.
 
     ``training`` is the resolved :class:`~biaslab.mitigation.training_plan.TrainingPlan`: a GPU worker
-    in bf16 and a CPU worker in float32 do not share a study.
+    in bf16 and a CPU worker in float32 do not share a study. ``formatting`` (``add_bos``,
+    ``prompt_format``) enters the key only when it is not the default, so studies of the default setting
+    keep their names.
     """
     space = {k: (v.model_dump() if isinstance(v, SearchRange) else v) for k, v in search_space(cfg).items()}
     key = {
@@ -194,6 +197,8 @@ def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: 
         "base": base_fingerprint, "training": training or {},
         "train": sorted(train["prompt"]), "valid": sorted(valid["qa_sentence"]),
     }
+    if formatting and formatting != {"add_bos": "auto", "prompt_format": "raw"}:
+        key["formatting"] = formatting
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str, ensure_ascii=False).encode())
     return f"{cfg.study_name}-{digest.hexdigest()[:10]}"
 
@@ -347,15 +352,24 @@ class BaseForTrials:
 
 def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFrame, lora: LoraConfig,
                    cfg: TuneConfig, evaluate: Evaluator, *, plan: TrainingPlan | None = None,
-                   base: BaseForTrials | None = None) -> Callable[[Any], tuple[float, float]]:
-    """Trial -> (accuracy, gap): train a LoRA on the shared base, score validation, log a nested run."""
+                   base: BaseForTrials | None = None, add_bos: str | bool = "auto",
+                   prompt_format: str = "raw") -> Callable[[Any], tuple[float, float]]:
+    """Trial -> (accuracy, gap): train a LoRA on the shared base, score validation, log a nested run.
+
+    Training examples and validation prompts are tokenised with the evaluation's formatting
+    (``add_bos``, ``prompt_format``), so a trial is scored on what it was trained on.
+    """
+    from biaslab.config import ScoringConfig
+
     space = search_space(cfg)
     plan = plan or plan_training(lora)
     base = base or BaseForTrials(base_dir, plan)
+    scoring = ScoringConfig(add_bos=add_bos)  # formatting only: no result cache for adapted trial models
 
     def objective(trial: Any) -> tuple[float, float]:
         from biaslab.mitigation.lora import train_lora
         from biaslab.models import make_scorer
+        from biaslab.scoring.formatting import PromptFormat
 
         overrides = suggest(trial, space)
         trial_cfg = with_overrides(lora, overrides)
@@ -372,9 +386,11 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
                     trial.set_user_attr("mlflow_run_id", run_id)
                     tracking.log_params({"trial": trial.number, "steps": steps, **hyperparameters(trial_cfg)})
                 with tempfile.TemporaryDirectory(prefix=f"trial-{trial.number}-") as work:
+                    fmt = PromptFormat.create(loaded.tokenizer, add_bos, prompt_format)
                     outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
-                                         checkpoints=False, curve_prefix="trial", plan=plan)
-                result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model)), valid)
+                                         checkpoints=False, curve_prefix="trial", plan=plan, fmt=fmt)
+                result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model), scoring,
+                                              prompt_format=prompt_format), valid)
                 if run_id:
                     tracking.log_metric(f"objective/{ACCURACY}", result.accuracy)
                     tracking.log_metric(f"objective/{GAP}", result.gap)
@@ -408,8 +424,11 @@ class TuneResult:
 
 def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraConfig, *,
          root: str | Path = ".", options: dict[str, Any] | None = None,
-         evaluator: Evaluator | None = None) -> TuneResult:
-    """Run this worker's share of the study, then write best_params.json and the Pareto plot."""
+         evaluator: Evaluator | None = None, add_bos: str | bool = "auto", prompt_format: str = "raw") -> TuneResult:
+    """Run this worker's share of the study, then write best_params.json and the Pareto plot.
+
+    ``add_bos`` / ``prompt_format``: the evaluation's ``scoring.add_bos`` / ``evaluation.prompt_format``.
+    """
     from optuna.trial import TrialState
 
     from biaslab.mitigation.sft_data import training_examples
@@ -421,14 +440,15 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     valid = frame[frame["split"] == "validation"].reset_index(drop=True)
     if valid.empty:
         raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
-    name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options, plan.describe())
+    name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options, plan.describe(),
+                      {"add_bos": add_bos, "prompt_format": prompt_format})
     storage = make_storage(cfg.storage, root)
     study = open_study(name, storage, cfg.seed)
     fail_stale_trials(study, storage, cfg.stale_trial_minutes)
     evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
-    objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan)
-    ran = run_missing_trials(study, cfg.n_trials, objective,
-                             cfg.stale_trial_minutes)
+    objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, add_bos=add_bos,
+                               prompt_format=prompt_format)
+    ran = run_missing_trials(study, cfg.n_trials, objective, cfg.stale_trial_minutes)
     best = choose_trial(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     names = tuple(best.user_attrs.get("objective_names", (ACCURACY, GAP)))
