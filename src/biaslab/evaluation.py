@@ -174,6 +174,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     with tracking.stage_run("evaluate", variant=variant_name, tags=tags) as run:
         tracking.log_params({"variant": variant.model_dump(), "evaluation": {
             "seed": ctx.seed, "bootstrap_samples": ctx.bootstrap_samples, "confidence": ctx.confidence,
+            "prompt_format": params.evaluation.prompt_format,
             "benchmarks": {k: v.model_dump() for k, v in params.evaluation.benchmarks.items()}},
             "scoring": params.scoring.model_dump(), "threads": threads})
         timings: dict[str, float] = {}

@@ -188,14 +188,10 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
 
 def test_a_masked_lm_variant_evaluates_end_to_end(project, monkeypatch):
     """BERT-style models work through the same stage: generative benchmarks are skipped with a reason."""
-    import sys
-
+    from tiny_models import build_tiny_bert
     from transformers import BertConfig, BertForMaskedLM
 
     from biaslab.evaluation import evaluate_variant
-
-    sys.path.insert(0, str(ROOT / "tests" / "unit"))
-    from test_masked_scoring import build_tiny_bert
 
     root, params = project
     monkeypatch.chdir(root)

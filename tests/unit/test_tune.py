@@ -181,3 +181,16 @@ def test_trials_share_one_loaded_base_and_match_a_fresh_load_per_trial(tmp_path,
         assert not any("lora_" in n for n, _ in base.loaded.model.named_parameters())  # adapter taken out
     assert results[True] == results[False]  # the shared base is as good as a fresh one, trial after trial
     assert results[True][0] != results[True][1]  # the trials trained different adapters
+
+
+def test_a_non_default_bos_or_chat_setting_is_a_different_study():
+    """Trials trained and scored with another formatting are not comparable; the default keeps its name."""
+    from biaslab.mitigation.tune import study_name
+
+    train = pd.DataFrame({"prompt": ["Відповідай так чи ні: a"], "completion": [" так"]})
+    valid = pd.DataFrame({"qa_sentence": ["b"]})
+    args = (TuneConfig(), LoraConfig(), "fp", train, valid, {})
+    default = study_name(*args)
+    assert study_name(*args, formatting={"add_bos": "auto", "prompt_format": "raw"}) == default
+    assert study_name(*args, formatting={"add_bos": True, "prompt_format": "raw"}) != default
+    assert study_name(*args, formatting={"add_bos": "auto", "prompt_format": "chat"}) != default
