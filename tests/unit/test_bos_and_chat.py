@@ -172,7 +172,7 @@ def test_chat_without_a_system_role_prepends_the_prefix_to_the_user_turn(tiny_ca
 
 
 def test_a_benchmark_in_chat_format_scores_the_assistant_answer(tiny_causal_model, tiny_tokenizer):
-    from biaslab.benchmarks.qa_parsers import parse_by_logprob
+    from biaslab.benchmarks.gbem_ua.qa_parsers import parse_by_logprob
 
     tok = with_chat_template(tiny_tokenizer)
     scorer = CausalScorer(tiny_causal_model, tok, prompt_format="chat")

@@ -28,7 +28,7 @@ def test_no_benchmark_reaches_into_the_model():
     """Tokenisation, BOS, chat and the model itself live behind the scorer, never in a benchmark."""
     pattern = re.compile(r"\b(lm|scorer)\.(tokenizer|model|kind|prompt_prefix)\b"
                          r"|getattr\((lm|scorer), \"(tokenizer|model|kind|prompt_prefix)\"")
-    offenders = [f"{path.name}:{n}: {line.strip()}" for path in sorted(BENCHMARKS.glob("*.py"))
+    offenders = [f"{path.relative_to(BENCHMARKS)}:{n}: {line.strip()}" for path in sorted(BENCHMARKS.rglob("*.py"))
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert offenders == []
 
