@@ -81,3 +81,34 @@ def test_finetune_on_a_cpu_host_refuses_4bit_before_loading_anything(tmp_path, m
     with pytest.raises(TrainingHardwareError, match="lora.quantization: 4bit"):
         lora.finetune(tmp_path / "no-model-needed", None, LoraConfig(quantization="4bit"), tmp_path / "lora")
     assert not (tmp_path / "lora").exists()
+
+
+@pytest.mark.slow
+def test_finetune_of_a_bf16_base_on_the_cpu_trains_in_float32_and_stores_only_the_adapter(
+        tmp_path, mirror, tiny_tokenizer):
+    import hashlib
+    import json
+
+    import pandas as pd
+
+    from biaslab.mitigation.lora import finetune
+    from biaslab.pretrain.architecture import build_llama
+
+    base = tmp_path / "base"
+    build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64).to(
+        torch.bfloat16).save_pretrained(base)
+    tiny_tokenizer.save_pretrained(base)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in base.iterdir()}
+    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
+    frame = raw[raw["profession"].isin(sorted(raw["profession"].unique())[:2])].rename(
+        columns={"sentence": "qa_sentence"}).reset_index(drop=True)
+    frame["split"], frame["item_id"] = "finetune", [f"train:{i}" for i in range(len(frame))]
+    cfg = LoraConfig(max_steps=1, per_device_batch_size=2, gradient_accumulation_steps=1, eval_steps=0,
+                     checkpoint_dir=str(tmp_path / "ckpt"))
+    result = finetune(base, frame, cfg, tmp_path / "lora")
+    manifest = json.loads((tmp_path / "lora" / "variant.json").read_text())
+    assert manifest["training"] == result.training == plan_training(cfg, CPU).describe()
+    assert manifest["training"]["load_dtype"] == "float32" and manifest["hyperparameters"]["quantization"] == "none"
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in base.iterdir()} == before  # base untouched
+    assert {p.name for p in (tmp_path / "lora").iterdir()} >= {"adapter_model.safetensors", "adapter_config.json"}
+    assert not any(p.name == "model.safetensors" for p in (tmp_path / "lora").iterdir())
