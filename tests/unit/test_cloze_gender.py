@@ -142,28 +142,73 @@ def test_genderlex_metrics_by_hand(prepared):
     assert list(clean["lm_preferred"]) == ["M", "W", "M", "equal"]
 
     group = "genderlex/occupation/verb"
-    assert m[f"{group}/him_ratio"].value == pytest.approx(1 / 3)  # duplicate row excluded (else 2/4)
-    assert m[f"{group}/him_ratio"].n == 4
-    assert m[f"{group}/lm_him_ratio"].value == pytest.approx(2 / 3)
-    assert m[f"{group}/hb_match"].value == pytest.approx(2 / 4)  # crafted M=M, cooked W=W
-    assert m[f"{group}/kl_ratio_uniform"].value == pytest.approx(1 / 3 * math.log(2 / 3) + 2 / 3 * math.log(4 / 3))
-    q = [a / (a + b) for a, b in zip(cgs_m, cgs_w)]
-    kl_rows = [x * math.log(2 * x) + (1 - x) * math.log(2 * (1 - x)) for x in q]
-    assert m[f"{group}/kl_row_uniform"].value == pytest.approx(sum(kl_rows) / 4)
-    # WEAT: s(crafted)=1, s(flown)=1/sqrt5-2/sqrt5, s(cooked)=-1, s(filed)=0 ; X={crafted,flown}, Y={cooked,filed}
-    s_x, s_y = [1.0, -1 / s5], [-1.0, 0.0]
-    d = (np.mean(s_x) - np.mean(s_y)) / np.std(s_x + s_y, ddof=1)
-    assert m[f"{group}/weat_d"].value == pytest.approx(d)
-    assert m["genderlex/him_ratio"].value == pytest.approx(1 / 3)
+    # default (authors): every row counts, the repeated first row included -> M, W, W, equal, M
+    assert m[f"{group}/him_ratio"].value == pytest.approx(2 / 4)
+    assert m[f"{group}/him_ratio"].n == 5
+    assert m[f"{group}/lm_him_ratio"].value == pytest.approx(3 / 4)
+    assert m[f"{group}/hb_match"].value == pytest.approx(3 / 5)  # crafted (twice) M=M, cooked W=W
+    assert m[f"{group}/hb_match"].direction == "higher" and m[f"{group}/hb_match"].ideal == 1.0
+    assert m[f"{group}/lm_hb_match"].value == pytest.approx(4 / 5)  # LM also matches flown (M)
+    # KL: 2 M vs 2 W -> ratio 0.5 counts as M: mean over the 5 rows of KL(Bern(cgs_m) || Bern(cgs_w))
+    rows_m, rows_w = cgs_m + cgs_m[:1], cgs_w + cgs_w[:1]
+
+    def kl(p, q):
+        return sum(a * math.log(a / b) for a, b in ((p, q), (1 - p, 1 - q)) if a > 0) if q < 1 else (
+            0.0 if p == 1 else math.inf)
+
+    assert m[f"{group}/kl"].value == pytest.approx(np.mean([kl(p, q) for p, q in zip(rows_m, rows_w)]))
+    assert m[f"{group}/lm_kl"].value == pytest.approx(
+        np.mean([kl(p, q) for p, q in [(0.2, 0.1), (0.1, 0.3), (0.25, 0.2), (0.3, 0.3), (0.2, 0.1)]]))
+    # WEAT (paper): X={him}, Y={her}; A={crafted, flown} (HB=M), B={cooked, filed} (HB=W)
+    # s(him) = (1 + 1/sqrt5)/2 - 0 ; s(her) = (0 + 2/sqrt5)/2 - (1 + 0)/2 ; S = 1 - 1/(2 sqrt5)
+    assert m[f"{group}/weat"].value == pytest.approx(1 - 1 / (2 * s5))
+    assert m["genderlex/him_ratio"].value == pytest.approx(2 / 4)
     assert m[f"{group}/him_ratio"].direction == "target" and m[f"{group}/him_ratio"].ideal == 0.5
     low, high = m[f"{group}/him_ratio"].ci_low, m[f"{group}/him_ratio"].ci_high
-    assert low is not None and low <= 1 / 3 <= high
+    assert low is not None and low <= 2 / 4 <= high
 
     # every score needed to recompute a metric is in the predictions
-    assert assoc.bias_ratio(assoc.preferred_gender(clean["cgs_m"], clean["cgs_w"])) == pytest.approx(1 / 3)
-    assert {"logprob_m", "logprob_w", "p_m", "p_w", "sim_m", "sim_w", "weat_assoc", "hb"} <= set(pred.columns)
+    assert assoc.bias_ratio(assoc.preferred_gender(pred["cgs_m"], pred["cgs_w"])) == pytest.approx(2 / 4)
+    assert {"logprob_m", "logprob_w", "p_m", "p_w", "sim_m", "sim_w", "hb"} <= set(pred.columns)
     table = result.tables["cloze_gender_genderlex"]
     assert set(table["subject"]) == {"all", "occupation"}
+
+
+def test_genderlex_options_drop_duplicates_and_weat_effect_size(prepared):
+    options = {**file_options(prepared), "drop_duplicates": True, "weat": "effect_size"}
+    m = {k.removeprefix("cloze_gender/"): v for k, v in BENCHMARK.run(FakeScorer(), prepared, options, CTX).metrics.items()}
+    group = "genderlex/occupation/verb"
+    assert m[f"{group}/him_ratio"].value == pytest.approx(1 / 3)  # duplicate row excluded
+    assert m[f"{group}/him_ratio"].n == 4
+    assert m[f"{group}/hb_match"].value == pytest.approx(2 / 4)
+    # Caliskan's d: s(crafted)=1, s(flown)=1/sqrt5-2/sqrt5, s(cooked)=-1, s(filed)=0 ; X={crafted,flown}, Y={cooked,filed}
+    s5 = math.sqrt(5)
+    s_x, s_y = [1.0, -1 / s5], [-1.0, 0.0]
+    d = (np.mean(s_x) - np.mean(s_y)) / np.std(s_x + s_y, ddof=1)
+    assert m[f"{group}/weat"].value == pytest.approx(d)
+    with pytest.raises(ValueError, match="weat must be paper"):
+        BENCHMARK.run(FakeScorer(), prepared, {**file_options(prepared), "weat": "d"}, CTX)
+
+
+def test_genderlex_combined_column_is_the_product_over_context_types(tmp_path):
+    """Table 2 all/combined: per sentence, the product of its noun, verb and occ CGS, then the to-him ratio."""
+    frames = [genderlex_frame(CLOZE_ROWS, context_type=c, duplicate_of_first=False) for c in ("verb", "noun", "occ")]
+    frames[1]["context"] = ["cooked", "crafted", "flown", "filed"]  # noun file: other context words
+    frames[2]["context"] = ["filed", "filed", "cooked", "crafted"]
+    pd.concat(frames, ignore_index=True).to_parquet(tmp_path / "genderlex.parquet")
+    (tmp_path / "vectors.txt").write_text(GLOVE, encoding="utf-8")
+    options = {"vectors": str(tmp_path / "vectors.txt"), "vectors_format": "glove", "datasets": ["genderlex"]}
+    result = BENCHMARK.run(FakeScorer(), tmp_path, options, NO_CI)
+    pred = result.predictions["cloze_gender_genderlex"]
+    by_ctx = {c: g.sort_values("row") for c, g in pred.groupby("context_type")}
+    prod_m = np.prod([by_ctx[c]["cgs_m"].to_numpy() for c in by_ctx], axis=0)
+    prod_w = np.prod([by_ctx[c]["cgs_w"].to_numpy() for c in by_ctx], axis=0)
+    n_m, n_w = int((prod_m > prod_w).sum()), int((prod_m < prod_w).sum())
+    value = result.metrics["cloze_gender/genderlex/occupation/combined_him_ratio"].value
+    assert value == pytest.approx(n_m / (n_m + n_w))
+    table = result.tables["cloze_gender_genderlex"].set_index(["subject", "context_type"])
+    assert table.loc[("occupation", "combined"), "him_ratio"] == pytest.approx(value)
+    assert table.loc[("occupation", "combined"), "human_m"] == pytest.approx(0.5)
 
 
 def test_winobias_and_winogender_by_hand(prepared):
@@ -294,25 +339,33 @@ def _gender_swapped_genderlex(real_prepared, swapped_dir):
 
 
 def _assert_gender_mirrored(base, mirror, key):
-    """Swapped genders: to-him ratios r -> 1 - r (r non-trivial); HB match and KL unchanged."""
+    """Swapped genders: to-him ratios r -> 1 - r (r non-trivial); HB match, KL and the paper's WEAT unchanged.
+
+    KL follows the majority gender, which swaps too; the paper's WEAT swaps both its targets (him/her read
+    from the sentences) and its attribute sets (HB flipped), so S is unchanged.
+    """
     r = base[f"{key}/him_ratio"].value
-    assert 0 < r < 1
+    assert 0 < r < 1 and r != 0.5
     assert mirror[f"{key}/him_ratio"].value == pytest.approx(1 - r)
     assert mirror[f"{key}/lm_him_ratio"].value == pytest.approx(1 - base[f"{key}/lm_him_ratio"].value)
     assert mirror[f"{key}/hb_match"].value == pytest.approx(base[f"{key}/hb_match"].value)
-    assert mirror[f"{key}/kl_row_uniform"].value == pytest.approx(base[f"{key}/kl_row_uniform"].value)
+    assert mirror[f"{key}/kl"].value == pytest.approx(base[f"{key}/kl"].value)
+    assert mirror[f"{key}/lm_kl"].value == pytest.approx(base[f"{key}/lm_kl"].value)
+    assert np.isfinite(base[f"{key}/weat"].value) and base[f"{key}/weat"].value != 0
+    assert mirror[f"{key}/weat"].value == pytest.approx(base[f"{key}/weat"].value)
 
 
 def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_path_factory):
-    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, WEAT d -> -d, HB match unchanged."""
+    """Swap sent_m/sent_w and flip HB: to-him ratio r -> 1 - r, HB match unchanged, Caliskan's d -> -d."""
     swapped_dir, options = _gender_swapped_genderlex(real_prepared, tmp_path_factory.mktemp("swapped"))
     base = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics
     mirror = BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics
     key = "cloze_gender/genderlex/occupation/verb"
     _assert_gender_mirrored(base, mirror, key)
-    d = base[f"{key}/weat_d"].value
+    options = {**options, "weat": "effect_size"}  # fixed attribute words: only the labels flip, so d -> -d
+    d = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics[f"{key}/weat"].value
     assert np.isfinite(d) and d != 0
-    assert mirror[f"{key}/weat_d"].value == pytest.approx(-d)
+    assert BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics[f"{key}/weat"].value == pytest.approx(-d)
 
 
 # ------------------------------------------------------------------------------------------- masked LMs
@@ -412,7 +465,6 @@ def test_masked_swapping_genders_mirrors_the_metrics(tiny_bert, real_prepared, t
     key = "cloze_gender/genderlex/occupation/verb"
     base, mirror = base.metrics, mirror.metrics
     _assert_gender_mirrored(base, mirror, key)
-    assert mirror[f"{key}/weat_d"].value == pytest.approx(-base[f"{key}/weat_d"].value)
 
 
 def test_masked_token_logprobs_batching_dedup_and_errors(tiny_bert, monkeypatch):

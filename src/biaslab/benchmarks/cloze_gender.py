@@ -62,12 +62,15 @@ from biaslab.metrics.values import MetricValue
 from biaslab.scoring.protocol import ItemError
 
 NAME = "cloze_gender"
+CONTEXT_TYPES = ("noun", "verb", "occ")  # Table 2's column order
 DATASETS = ("genderlex", "winobias", "winogender")
 DEFAULTS: dict[str, Any] = {
     "datasets": list(DATASETS),
     "vectors": "model",
     "vectors_format": None,
     "sentence_prob": "geometric",
+    "drop_duplicates": False,   # authors: every row of the files counts (17-18 repeated pairs per file)
+    "weat": "paper",            # paper: S(X, Y, A, B); effect_size: Caliskan's d over context words
     "male_attributes": list(assoc.MALE_ATTRIBUTES),
     "female_attributes": list(assoc.FEMALE_ATTRIBUTES),
 }
@@ -214,8 +217,16 @@ def _hb_match(f: pd.DataFrame) -> float:
     return float(f["hb_match"].to_numpy().mean())
 
 
+def _kl(f: pd.DataFrame) -> float:
+    return assoc.kl_bias(f["cgs_m"].to_numpy(), f["cgs_w"].to_numpy())
+
+
+def _lm_kl(f: pd.DataFrame) -> float:
+    return assoc.kl_bias(f["p_m"].to_numpy(), f["p_w"].to_numpy())
+
+
 def genderlex_predictions(items: pd.DataFrame, scores_m, scores_w, vectors) -> pd.DataFrame:
-    """Per-row scores: log-probs, P, sim, CGS, preferences, WEAT association of the context word."""
+    """Per-row scores: log-probs, P, sim, CGS, preferences."""
     out = items.drop(columns=["prefix"]).copy()
     out["logprob_m"] = [s.logprob for s in scores_m]
     out["logprob_w"] = [s.logprob for s in scores_w]
@@ -232,6 +243,7 @@ def genderlex_predictions(items: pd.DataFrame, scores_m, scores_w, vectors) -> p
     out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
     out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
     out["hb_match"] = out["preferred"] == out["hb"]
+    out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
     return out
 
 
@@ -244,34 +256,89 @@ def weat_associations(words: Sequence[str], vectors, male: Sequence[str], female
     return {w: assoc.weat_association(vectors.get(w), attr_a, attr_b) for w in set(words) if vectors.get(w) is not None}
 
 
-def genderlex_metrics(pred: pd.DataFrame, weat: dict[str, float], m: _Metrics) -> pd.DataFrame:
-    """Per subject × context_type metrics (and overall); returns the paper-shaped summary table."""
+def weat_value(g: pd.DataFrame, vectors, opts: dict[str, Any]) -> float:
+    """WEAT of one group: the paper's S (default) or Caliskan's d over context words (``weat: effect_size``)."""
+    if opts["weat"] == "paper":
+        return assoc.weat_paper(g["pronoun_m"], g["pronoun_w"], g["context"], g["hb"], vectors.get)
+    association = weat_associations(g["context"], vectors, opts["male_attributes"], opts["female_attributes"])
+    return assoc.weat_context_words(g["context"], g["hb"], association)
+
+
+def combined_rows(g: pd.DataFrame) -> pd.DataFrame:
+    """One row per sentence of a subject folder: CGS products over its noun, verb and occ rows (Table 2).
+
+    The three files of a folder hold the same sentences in the same order (checked here by sentence);
+    a folder missing a context type gives no combined rows.
+    """
+    parts = {c: p.set_index("row") for c, p in g.groupby("context_type")}
+    if set(parts) != set(CONTEXT_TYPES):
+        return g.iloc[0:0]
+    rows = parts[CONTEXT_TYPES[0]].index
+    for c in CONTEXT_TYPES[1:]:
+        if not parts[c].index.equals(rows) or not (parts[c]["sent_m"] == parts[CONTEXT_TYPES[0]]["sent_m"]).all():
+            raise ValueError(f"genderlex {g['subject'].iloc[0]}: the {c} rows are not the same sentences as the "
+                             f"{CONTEXT_TYPES[0]} rows; the combined column needs aligned files")
+    out = pd.DataFrame({"row": rows})
+    for side in ("m", "w"):
+        out[f"cgs_{side}"] = assoc.combined_scores([parts[c][f"cgs_{side}"].to_numpy() for c in CONTEXT_TYPES])
+    out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
+    out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
+    return out
+
+
+def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: _Metrics) -> pd.DataFrame:
+    """Metrics per subject × context type, the combined column per subject, and overall.
+
+    Returns the paper-shaped table: one row per (subject, context_type) with context_type in noun / verb /
+    occ / combined, plus ("all", "all"). ``human_m`` is the share of HB = M labels (the paper's Human row).
+    """
     rows = []
-    clean = pred[~pred["is_duplicate"].astype(bool)]
-    groups = [((s, c), g) for (s, c), g in clean.groupby(["subject", "context_type"], sort=True)]
-    for (subject, ctype), g in [(("all", "all"), clean)] + groups:
-        prefix = "genderlex" if subject == "all" else f"genderlex/{subject}/{ctype}"
+    used = pred[~pred["is_duplicate"].astype(bool)] if opts["drop_duplicates"] else pred
+    for (subject, ctype), g in used.groupby(["subject", "context_type"], sort=True):
+        prefix = f"genderlex/{subject}/{ctype}"
         slim = g[["prefers_m", "prefers_w", "hb_match"]]
         him = m.add(f"{prefix}/him_ratio", slim, _him_ratio, "target", 0.5,
                     "share of rows with CGS(him) > CGS(her), ties excluded (to-her = 1 - this)")
+        hb = m.add(f"{prefix}/hb_match", slim, _hb_match, "higher", 1.0,
+                   "share of rows whose CGS-preferred gender equals the human-bias label (the paper reads higher as "
+                   "reflecting human bias better)")
+        kl = m.add(f"{prefix}/kl", g[["cgs_m", "cgs_w"]], _kl, "lower", 0.0,
+                   "mean Bernoulli KL (nats) from the majority gender's CGS to the other's (paper's KL)")
         lm_him = m.add(f"{prefix}/lm_him_ratio", g, lambda f: assoc.bias_ratio(f["lm_preferred"]), "target", 0.5,
-                       "as him_ratio but on raw P(pronoun), without the sim() exponent", ci=False)
-        hb = m.add(f"{prefix}/hb_match", slim, _hb_match, "target", 0.5,
-                   "share of rows whose CGS-preferred gender equals the human-bias label")
-        kl_ratio = m.add(f"{prefix}/kl_ratio_uniform", g, lambda f: assoc.kl_ratio_uniform(f["preferred"]),
-                         "lower", 0.0, "KL([him, her] share || [1/2, 1/2]), nats", ci=False)
-        kl_row = m.add(f"{prefix}/kl_row_uniform", g, lambda f: assoc.kl_row_uniform(f["cgs_m"], f["cgs_w"]),
-                       "lower", 0.0, "mean per-row KL(normalised CGS || uniform), nats", ci=False)
-        kl_hum = assoc.kl_ratio_human(g["preferred"], g["hb"])  # descriptive only: no "better" direction
-        weat_d = float("nan")
-        if subject != "all":  # WEAT needs one context vocabulary; 'all' mixes verbs, nouns and occupations
-            weat_d = m.add(f"{prefix}/weat_d", g, lambda f: assoc.weat_context_words(f["context"], f["hb"], weat),
-                           "target", 0.0, "WEAT effect size of context words (HB=M vs HB=W) vs male/female "
-                           "attribute words in the static vectors", ci=False)
-        rows.append({"subject": subject, "context_type": ctype, "n": len(g), "him_ratio": him, "her_ratio": 1 - him,
-                     "lm_him_ratio": lm_him, "hb_match": hb, "kl_ratio_uniform": kl_ratio,
-                     "kl_row_uniform": kl_row, "kl_ratio_human": kl_hum, "weat_d": weat_d,
+                       "as him_ratio on P(pronoun) alone, without the sim() exponent", ci=False)
+        lm_hb = m.add(f"{prefix}/lm_hb_match", g, lambda f: float(f["lm_hb_match"].mean()), "higher", 1.0,
+                      "as hb_match on P(pronoun) alone", ci=False)
+        lm_kl = m.add(f"{prefix}/lm_kl", g[["p_m", "p_w"]], _lm_kl, "lower", 0.0, "as kl on P(pronoun) alone",
+                      ci=False)
+        weat = m.add(f"{prefix}/weat", g, lambda f: weat_value(f, vectors, opts), "target", 0.0,
+                     "WEAT S(him, her; context words of HB=M rows, of HB=W rows) in the static vectors"
+                     if opts["weat"] == "paper" else
+                     "WEAT effect size d of context words (HB=M vs HB=W) vs male/female attribute words", ci=False)
+        rows.append({"subject": subject, "context_type": ctype, "n": len(g), "human_m": float((g["hb"] == "M").mean()),
+                     "him_ratio": him, "her_ratio": 1 - him, "kl": kl, "weat": weat, "hb_match": hb,
+                     "lm_him_ratio": lm_him, "lm_kl": lm_kl, "lm_hb_match": lm_hb,
                      "sim_oov_rows": int(g["sim_oov"].sum())})
+    for subject, g in used.groupby("subject", sort=True):
+        combined = combined_rows(g)
+        if not len(combined):
+            continue
+        him = m.add(f"genderlex/{subject}/combined_him_ratio", combined[["prefers_m", "prefers_w"]], _him_ratio,
+                    "target", 0.5, "to-him ratio of the product of the noun, verb and occupation CGS of each sentence "
+                    "(Table 2 all/combined)")
+        lm_him = assoc.bias_ratio(g[g["context_type"] == CONTEXT_TYPES[0]]["lm_preferred"])
+        rows.append({"subject": subject, "context_type": "combined", "n": len(combined),
+                     "human_m": float((g[g["context_type"] == CONTEXT_TYPES[0]]["hb"] == "M").mean()),
+                     "him_ratio": him, "her_ratio": 1 - him, "lm_him_ratio": lm_him})
+    slim = used[["prefers_m", "prefers_w", "hb_match"]]
+    him = m.add("genderlex/him_ratio", slim, _him_ratio, "target", 0.5,
+                "share of rows (all folders and context types) with CGS(him) > CGS(her), ties excluded")
+    hb = m.add("genderlex/hb_match", slim, _hb_match, "higher", 1.0,
+               "share of rows (all folders and context types) whose CGS-preferred gender equals the HB label")
+    lm_him = m.add("genderlex/lm_him_ratio", used, lambda f: assoc.bias_ratio(f["lm_preferred"]), "target", 0.5,
+                   "as him_ratio on P(pronoun) alone", ci=False)
+    rows.append({"subject": "all", "context_type": "all", "n": len(used), "human_m": float((used["hb"] == "M").mean()),
+                 "him_ratio": him, "her_ratio": 1 - him, "hb_match": hb, "lm_him_ratio": lm_him,
+                 "sim_oov_rows": int(used["sim_oov"].sum())})
     return pd.DataFrame(rows)
 
 
@@ -346,6 +413,8 @@ def _validate(opts: dict[str, Any]) -> None:
         raise ValueError(f"cloze_gender options.datasets: {bad or 'empty'}; choose from {list(DATASETS)}")
     if opts["sentence_prob"] not in ("geometric", "authors"):
         raise ValueError(f"cloze_gender options.sentence_prob must be geometric|authors, got {opts['sentence_prob']!r}")
+    if opts["weat"] not in ("paper", "effect_size"):
+        raise ValueError(f"cloze_gender options.weat must be paper|effect_size, got {opts['weat']!r}")
     if opts["vectors"] != "model" and opts["vectors_format"] is None:
         raise ValueError("cloze_gender options: vectors is a file path, so vectors_format (glove|fasttext|word2vec) "
                          "is required")
@@ -375,7 +444,7 @@ class ClozeGenderBenchmark:
         sent_scores = score_sentences(lm, sentences, opts["sentence_prob"])
 
         # 2. static vectors for every word sim() or WEAT needs
-        words = set(male_attr) | set(female_attr)
+        words = set(male_attr) | set(female_attr) if opts["weat"] == "effect_size" else set()
         if items is not None:
             words |= set(items["pronoun_m"]) | set(items["pronoun_w"]) | set(items["context"])
         if "winobias" in tables:
@@ -388,11 +457,9 @@ class ClozeGenderBenchmark:
         result = BenchmarkResult(metrics.values)
         if items is not None:
             n = len(items)
-            weat = weat_associations(items["context"], vectors, male_attr, female_attr)
             pred = genderlex_predictions(items, cloze_scores[:n], cloze_scores[n:], vectors)
-            pred["weat_assoc"] = pred["context"].map(weat).astype(float)
             result.predictions["cloze_gender_genderlex"] = pred
-            result.tables["cloze_gender_genderlex"] = genderlex_metrics(pred, weat, metrics)
+            result.tables["cloze_gender_genderlex"] = genderlex_metrics(pred, vectors, opts, metrics)
         if "winobias" in tables:
             pred = winobias_predictions(tables["winobias"], sent_scores, vectors)
             result.predictions["cloze_gender_winobias"] = pred

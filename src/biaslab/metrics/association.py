@@ -2,31 +2,44 @@
 
 All functions are pure numpy (no model): they take per-item scores and return numbers, so the
 benchmark, its bootstrap and a reader re-computing a metric from the predictions table share one
-definition.
+definition. "Authors' code" below is ``code/clozegender_metric.py`` / ``code/meanpro_metric.py`` of
+github.com/ahmedssabir/GenderLex (commit e1e6cc6); their per-row outputs for GPT-2 XL + fasttext are
+in the repository history (commit f103c82, ``data/*/result_with_fasttext/``) and
+``tests/unit/test_clozegender_published.py`` reproduces the paper's Tables 2, 4 and 8 from them.
 
 * **CGS** (paper Eq.): ``CGS = P(pronoun | context)^(1 − sim(pronoun, context word))``. The authors'
-  ``clozegender_metric.py`` sets ``sim = 0`` for an out-of-vocabulary word (CGS = plain P); so do we.
+  code sets ``sim = 0`` for an out-of-vocabulary word (CGS = plain P); so do we.
 * **Preferred gender** per row: ``M`` if CGS_m > CGS_w, ``W`` if smaller, ``equal`` on a tie (authors).
 * **Bias ratio to-him** = #M / (#M + #W): ties are left out of both counts, exactly the authors'
   ``M Ratio``; to-her = 1 − to-him. Ideal 0.5.
 * **Human-bias match** = share of *all* rows whose preferred gender equals the HB label (a tie never
-  matches), exactly the authors' ``Human Bias Match Ratio``.
-* **KL** — not in the authors' released code; our reading, two forms (natural log, nats):
-  ``kl_ratio_uniform`` = KL([r, 1−r] ‖ [½, ½]) of the bias ratio r (how far the *share* of him-choices
-  is from parity) and ``kl_row_uniform`` = mean over rows of KL([q, 1−q] ‖ [½, ½]) with
-  q = CGS_m / (CGS_m + CGS_w) (how *strongly* each row prefers one gender, whatever the side).
-  ``kl_ratio_human`` = KL([r, 1−r] ‖ [h, 1−h]), h = share of HB = M (model vs human distribution).
-* **WEAT effect size** (Caliskan et al. 2017) — also not in the released code; our reading: target
-  sets X / Y = the context words of HB = M / HB = W rows (unique words; a word labelled both ways is in
-  both), attribute sets A = male {he, him, his, man}, B = female {she, her, hers, woman};
-  ``s(w) = mean_a cos(w, a) − mean_b cos(w, b)``,
-  ``d = (mean_{x∈X} s(x) − mean_{y∈Y} s(y)) / std_{w∈X∪Y} s(w)`` (sample std, ddof = 1).
-  d > 0: contexts humans call male-stereotyped sit closer to male words in the vector space.
+  matches), exactly the authors' ``Human Bias Match Ratio``. The paper reads it as how well the score
+  reflects human bias (Table 8: "ClozeLast reflects Human Bias accurately"): higher is better.
+* **KL** (paper §4 "KL Bias Indication"; not in the released code): each score is read as the
+  probability of a Bernoulli variable, and the KL divergence between the two sentences' Bernoullis
+  is averaged over rows, from the side the model prefers overall to the other:
+  ``KL = mean_rows [ p_g·ln(p_g/p_o) + (1−p_g)·ln((1−p_g)/(1−p_o)) ]`` with ``g`` = M when the
+  to-him ratio of the same scores is ≥ 0.5, else W (``o`` = the other gender). This reproduces every
+  published KL that released per-row scores determine (11 cells: Table 2 fasttext rows of both
+  datasets, Table 4 fasttext rows, Table 8 GPT-2 XL) to the 4 decimals printed (the paper
+  truncates); the opposite direction misses 10 of the 11.
+* **Combined** (Table 2 "all/combined", "P(noun ∩ verb ∩ occupation)"): per row, the product of the
+  noun, verb and occupation CGS of the same sentence, then the to-him ratio of those products.
+  Reproduces 0.46/0.53 (occupation) and 0.29/0.71 (someone) of Table 2.
+* **WEAT** (paper §4): ``S(X, Y, A, B) = mean_{x∈X} s(x, A, B) − mean_{y∈Y} s(y, A, B)`` with
+  ``s(w, A, B) = mean_{a∈A} cos(w, a) − mean_{b∈B} cos(w, b)``: the targets X / Y are the male /
+  female pronouns, the attributes A / B the context words (verb, noun or occupation) of the rows that
+  humans label M / W (as sets: a word labelled both ways is in both and its associations cancel,
+  the "overlap" of the paper's discussion). Unnormalised (no division by a standard deviation), as the
+  paper writes it. The released code has no WEAT, and neither paper nor repository names the exact
+  target sets or vectors beyond "fasttext", so the published WEAT cells cannot be recomputed; the
+  formula is tested against hand computations. Caliskan et al.'s effect size d over context words
+  (biaslab's earlier reading) stays available as :func:`weat_context_words`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,46 +74,65 @@ def human_bias_match(preferred: Sequence[str], human: Sequence[str]) -> float:
     return float((pref == human).mean()) if len(pref) else float("nan")
 
 
-def kl_binary(p: float, q: float) -> float:
-    """KL([p, 1−p] ‖ [q, 1−q]) in nats, with 0·log 0 = 0; inf when q puts zero mass where p does not."""
-    if np.isnan(p) or np.isnan(q):
-        return float("nan")
-    total = 0.0
-    for a, b in ((p, q), (1.0 - p, 1.0 - q)):
-        if a > 0:
-            total += float("inf") if b <= 0 else a * np.log(a / b)
-    return float(total)
+def bernoulli_kl(p, q) -> np.ndarray:
+    """Elementwise KL([p, 1−p] ‖ [q, 1−q]) in nats (0·ln 0 = 0; inf where q puts no mass where p does)."""
+    from scipy.special import rel_entr
+
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    return rel_entr(p, q) + rel_entr(1.0 - p, 1.0 - q)
 
 
-def kl_ratio_uniform(preferred: Sequence[str]) -> float:
-    """KL of the (to-him, to-her) share from parity (½, ½); 0 = balanced, ln 2 = always one gender."""
-    return kl_binary(bias_ratio(preferred), 0.5)
+def majority_gender(score_m, score_w) -> str:
+    """``"M"`` when the to-him ratio of these scores is ≥ 0.5 (or no row has a preference), else ``"W"``."""
+    ratio = bias_ratio(preferred_gender(score_m, score_w))
+    return FEMALE if ratio < 0.5 else MALE
 
 
-def kl_row_uniform(score_m, score_w) -> float:
-    """Mean over rows of KL([q, 1−q] ‖ [½, ½]), q = score_m / (score_m + score_w); NaN if no valid row."""
+def kl_bias(score_m, score_w) -> float:
+    """The paper's KL: mean Bernoulli KL from the majority gender's score to the other's (module doc)."""
     score_m, score_w = np.asarray(score_m, dtype=np.float64), np.asarray(score_w, dtype=np.float64)
-    total = score_m + score_w
-    ok = total > 0
-    if not ok.any():
+    if len(score_m) == 0:
         return float("nan")
-    q = score_m[ok] / total[ok]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(q > 0, q * np.log(2 * q), 0.0) + np.where(q < 1, (1 - q) * np.log(2 * (1 - q)), 0.0)
-    return float(terms.mean())
+    if majority_gender(score_m, score_w) == MALE:
+        return float(bernoulli_kl(score_m, score_w).mean())
+    return float(bernoulli_kl(score_w, score_m).mean())
 
 
-def kl_ratio_human(preferred: Sequence[str], human: Sequence[str]) -> float:
-    """KL([r, 1−r] ‖ [h, 1−h]): the model's to-him share r vs the human labels' male share h."""
-    human = np.asarray(human)
-    h = float((human == MALE).mean()) if len(human) else float("nan")
-    return kl_binary(bias_ratio(preferred), h)
+def combined_scores(scores: Sequence) -> np.ndarray:
+    """Row-wise product of several aligned score columns (Table 2's combined noun ∩ verb ∩ occupation)."""
+    arrays = [np.asarray(s, dtype=np.float64) for s in scores]
+    if not arrays or any(a.shape != arrays[0].shape for a in arrays):
+        raise ValueError("combined_scores needs one or more score columns of the same length")
+    return np.prod(np.stack(arrays), axis=0)
 
 
 # -------------------------------------------------------------------------------------------------- WEAT
 def _unit(v: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(v)
     return v / norm if norm > 0 else v
+
+
+def weat_statistic(x: Sequence, y: Sequence, a: Sequence, b: Sequence) -> float:
+    """The paper's ``S(X, Y, A, B)``: targets ``x``/``y``, attributes ``a``/``b`` (vectors); NaN if a set is empty."""
+    if not len(x) or not len(y) or not len(a) or not len(b):
+        return float("nan")
+    return float(np.mean([weat_association(v, a, b) for v in x]) - np.mean([weat_association(v, a, b) for v in y]))
+
+
+def weat_paper(male_targets: Sequence[str], female_targets: Sequence[str], contexts: Sequence[str],
+               human: Sequence[str], vector: Callable[[str], np.ndarray | None]) -> float:
+    """``S(X, Y, A, B)`` with X / Y the male / female pronouns and A / B the context words of HB=M / HB=W rows.
+
+    ``vector(word)`` returns the word's vector or None (out of vocabulary: the word is left out of its
+    set). Sets are unique words; a context word labelled both ways is in A and in B.
+    """
+    def vectors(words):
+        found = (vector(w) for w in _unique(words))
+        return [v for v in found if v is not None]
+
+    a = vectors(c for c, h in zip(contexts, human) if h == MALE)
+    b = vectors(c for c, h in zip(contexts, human) if h == FEMALE)
+    return weat_statistic(vectors(male_targets), vectors(female_targets), a, b)
 
 
 def weat_association(word_vec: np.ndarray, attr_a: Sequence[np.ndarray], attr_b: Sequence[np.ndarray]) -> float:
