@@ -121,3 +121,72 @@ def test_missing_column_names_the_file(tmp_path):
     PAIRS.drop(columns="is_duplicate").to_parquet(tmp_path / "rubia.parquet")
     with pytest.raises(ValueError, match="rubia.parquet.*is_duplicate"):
         BENCHMARK.run(FakeScorer(sentences=SCORES), tmp_path, {}, CTX)
+
+
+def test_merged_subdomains_of_the_papers_table_1(prepared):
+    """class/template_poor + template_rich -> template_wealth ("Stereo.wealth"): pro wins in pair 3, not 4."""
+    result = BENCHMARK.run(FakeScorer(sentences=SCORES), prepared, {}, CTX)
+    merged = result.metrics["rubia/pro_share/class/template_wealth"]
+    assert merged.value == pytest.approx(1 / 2) and merged.n == 2
+    assert "rubia/pro_share/class/template_poor" in result.metrics  # the released subdomains stay
+    table = result.tables["rubia_scores"].set_index(["domain", "subdomain"])
+    assert table.loc[("class", "template_wealth"), "paper_row"] == "Stereo.wealth"
+    assert table.loc[("gender", "freeform_family_full"), "paper_row"] == "Family.cont."
+    assert table.loc[("gender", "all"), "paper_row"] == "Overall"
+    assert "rubia/pro_share/nationality/freeform_merged" not in result.metrics  # no nationality pairs here
+
+
+def test_lowercase_option_scores_lower_cased_sentences(prepared):
+    lowered = {k.lower(): v for k, v in SCORES.items()}
+    result = BENCHMARK.run(FakeScorer(sentences=lowered), prepared, {"lowercase": True}, CTX)
+    assert result.metrics["rubia/pro_share"].value == pytest.approx(2 / 5)
+    with pytest.raises(AssertionError, match="no entry"):  # the released (capitalised) sentences are not what was scored
+        BENCHMARK.run(FakeScorer(sentences=lowered), prepared, {}, CTX)
+    with pytest.raises(ValueError, match="lowercase"):
+        BENCHMARK.run(FakeScorer(sentences=lowered), prepared, {"lowercase": "yes"}, CTX)
+
+
+# The authors' Analysis/statistics.tsv (vergrig/RuBia-Dataset, commit eaab66e), x100, for three of its models;
+# their notebook computed it from scored_data.tsv (perplexities: lower = preferred). Its "diverse" domain is
+# lgbtq with the subdomains numbered (freeform_1 = gendergap, 2 = lgb, 3 = repres, 4 = transnb).
+AUTHORS_STATISTICS = {  # (domain, subdomain) -> (XGLM, ruBERT-large, ruRoBERTa-large)
+    ("class", "all"): (57.6, 60.8, 63.7), ("class", "freeform_full"): (72.4, 70.1, 66.7),
+    ("class", "freeform_prof"): (42.0, 58.0, 59.8), ("class", "template_wealth"): (63.3, 54.4, 65.8),
+    ("gender", "all"): (55.1, 59.8, 67.2), ("gender", "freeform_family_full"): (63.7, 60.8, 72.7),
+    ("gender", "freeform_family_stereotype"): (65.2, 63.8, 77.3), ("gender", "freeform_full"): (52.4, 62.1, 67.7),
+    ("gender", "freeform_generic"): (54.0, 59.0, 68.5), ("gender", "freeform_job"): (48.7, 58.2, 55.7),
+    ("gender", "freeform_prof_full"): (46.7, 49.3, 62.5), ("gender", "freeform_prof_stereotype"): (64.6, 53.2, 73.4),
+    ("gender", "template_assoc"): (60.0, 78.2, 78.2), ("gender", "template_hetpos"): (73.9, 78.3, 78.3),
+    ("lgbtq", "all"): (61.1, 73.8, 75.8), ("lgbtq", "freeform_gendergap"): (93.3, 86.7, 95.2),
+    ("lgbtq", "freeform_lgb"): (70.3, 83.8, 80.2), ("lgbtq", "freeform_repres"): (59.4, 63.5, 81.2),
+    ("lgbtq", "freeform_transnb"): (45.7, 72.9, 60.0), ("lgbtq", "template_assoc"): (64.3, 72.9, 77.1),
+    ("nationality", "all"): (55.4, 72.0, 62.3), ("nationality", "freeform_antisem"): (58.2, 61.8, 57.3),
+    ("nationality", "freeform_full"): (51.2, 73.3, 51.2), ("nationality", "freeform_immigrant"): (57.9, 86.0, 75.4),
+    ("nationality", "template_assoc"): (54.4, 74.7, 72.2),
+}
+
+
+@pytest.mark.parametrize(("column", "model"), [(0, "XGLM"), (1, "ruBert-large"), (2, "ruRoberta-large")])
+def test_aggregation_reproduces_the_authors_statistics(mirror, column, model):
+    """Our pair rules and aggregation on the authors' per-pair perplexities give their published shares."""
+    import math
+
+    from biaslab.benchmarks.rubia import compute_metrics
+
+    path = mirror / "rubia" / "scored_data.tsv"
+    if not path.is_file():
+        pytest.skip(f"{path} not in the mirror")
+    scored = pd.read_csv(path, sep="\t")
+    predictions = pd.DataFrame({
+        "domain": scored["domain"], "subdomain": scored["task_type"],
+        # the released prepare stage flags exactly the *_stereotype copies as duplicates
+        "is_duplicate": scored["task_type"].str.endswith("_stereotype"),
+        # perplexity = exp(-mean log-prob): pro preferred when its perplexity is lower
+        "prefers_pro": -scored[f"ppl-pro-{model}"].map(math.log) > -scored[f"ppl-anti-{model}"].map(math.log),
+    })
+    key = predictions["domain"] + "/" + predictions["subdomain"]
+    predictions["in_aggregates"] = ~predictions["is_duplicate"] & (key != "lgbtq/freeform_gendergap")
+    metrics, _ = compute_metrics(predictions, EvalContext(seed=0, bootstrap_samples=0, progress=False))
+    for (domain, subdomain), expected in AUTHORS_STATISTICS.items():
+        name = f"rubia/pro_share/{domain}" + ("" if subdomain == "all" else f"/{subdomain}")
+        assert round(100 * metrics[name].value, 1) == expected[column], name
