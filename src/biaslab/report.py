@@ -8,7 +8,9 @@ own paper-shaped tables) and ``runs/register.json`` (registry versions, optional
 * ``reports/side_by_side/<benchmark>__<table>.csv`` - each benchmark table stacked over variants;
 * ``reports/bias_vs_accuracy.csv`` / ``.json`` / ``.png`` - one point per variant (DVC plots); the axes are
   ``tune.accuracy_metric`` (x) and ``tune.gap_metric`` (y) - the pair the LoRA search trades off - unless
-  given explicitly.
+  given explicitly;
+* ``reports/paper/<paper>.md`` and ``reports/paper/<paper>/<key>.csv`` - each seed paper's tables in the
+  paper's layout with its published numbers beside them (:mod:`biaslab.paper_report`).
 
 The seed papers' own tables come from the benchmarks (``paper_tables()``, see
 :mod:`biaslab.benchmarks.base`), so this module knows no benchmark by name.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from biaslab import paper_report
 from biaslab.atomic import atomic_dir, atomic_write_text
 from biaslab.config import Params
 from biaslab.registry import RegistryError, VariantMetrics, read_metrics
@@ -206,6 +209,7 @@ class ReportFiles:
     bias_vs_accuracy_json: Path
     bias_vs_accuracy_png: Path
     side_by_side_dir: Path
+    paper_dir: Path
 
 
 def write_report(
@@ -234,6 +238,7 @@ def write_report(
     files = ReportFiles(
         out / "report.md", out / "summary.csv",
         out / "bias_vs_accuracy.csv", out / "bias_vs_accuracy.json", out / "bias_vs_accuracy.png", out / "side_by_side",
+        out / "paper",
     )
     atomic_write_text(files.summary_csv, summary.to_csv(index=False))
     atomic_write_text(files.bias_vs_accuracy_csv, points.to_csv(index=False))
@@ -244,6 +249,8 @@ def write_report(
     with atomic_dir(files.side_by_side_dir) as tmp:
         for name, frame in stacked_paper_tables(out / "tables", list(inputs.metrics)).items():
             frame.to_csv(tmp / f"{name}.csv")
+    paper_report.write_from_params(params, root, {v: vm.metrics for v, vm in inputs.metrics.items()},
+                                   out_dir=f"{out_dir}/paper", tables_dir=f"{out_dir}/tables")
     atomic_write_text(files.report_md, report_markdown(inputs, summary, accuracy, bias))
     if log_to_mlflow:
         _log(params, root, files)
@@ -259,3 +266,5 @@ def _log(params: Params, root: Path, files: ReportFiles) -> None:
             tracking.log_artifact(path, "report")
         if any(files.side_by_side_dir.iterdir()):
             tracking.log_artifact(files.side_by_side_dir, "report/side_by_side")
+        if any(files.paper_dir.iterdir()):
+            tracking.log_artifact(files.paper_dir, "report/paper")

@@ -44,7 +44,10 @@ def project(tmp_path: Path) -> tuple[Path, Params]:
         tables = tmp_path / "reports" / "tables" / variant
         tables.mkdir(parents=True)
         pd.DataFrame({"P(male)": [0.5, 0.6]}, index=["explicit", "implicit"]).to_csv(tables / "occugender__table3.csv")
+        pd.DataFrame({"domain": ["gender"], "subdomain": ["all"], "pro_share": [0.6 + 0.01 * i]}).to_csv(
+            tables / "rubia__rubia_scores.csv")
     params = Params.model_validate({
+        "evaluation": {"benchmarks": {"rubia": {"module": "biaslab.benchmarks.rubia"}}},
         "variants": {v: {"method": m, "model_dir": "models/base"} for v, m in VARIANTS.items()},
         "tracking": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
                      "artifact_location": str(tmp_path / "artifacts"), "experiment": "test"},
@@ -71,6 +74,12 @@ def test_report_tables_have_every_variant(project):
 
     stacked = pd.read_csv(files.side_by_side_dir / "occugender__table3.csv", index_col=0)
     assert set(stacked["variant"]) == set(VARIANTS)
+
+    # the paper report of every benchmark with paper tables (here RuBia's Table 1), one column per variant
+    table_1 = pd.read_csv(files.paper_dir / "rubia" / "table_1.csv")
+    evaluated = table_1[table_1["source"] == "evaluated"].set_index(["section", "row"])
+    assert evaluated.loc[("Gender bias + PPLL scoring", "Overall"), "base"] == pytest.approx(60.0)
+    assert (files.paper_dir / "rubia.md").read_text().startswith("# Paper report: rubia")
 
     md = files.report_md.read_text()
     assert "offline default model" in md and "fp2" in md  # which model produced the numbers

@@ -470,5 +470,11 @@ class ClozeGenderBenchmark:
             result.tables["cloze_gender_winogender_occupations"] = winogender_metrics(pred, metrics)
         return result
 
+    def paper_tables(self, variants):
+        """The paper's Tables 2, 4 and 5 for every evaluated variant (:mod:`biaslab.benchmarks.cloze_gender_paper`)."""
+        from biaslab.benchmarks.cloze_gender_paper import paper_tables
+
+        return paper_tables(variants)
+
 
 BENCHMARK = ClozeGenderBenchmark()

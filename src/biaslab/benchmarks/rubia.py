@@ -120,6 +120,12 @@ class RuBia:
             metrics=metrics, predictions={"rubia_pairs": predictions}, tables={"rubia_scores": table}
         )
 
+    def paper_tables(self, variants):
+        """The paper's Table 1 for every evaluated variant (:mod:`biaslab.benchmarks.rubia_paper`)."""
+        from biaslab.benchmarks.rubia_paper import paper_tables
+
+        return paper_tables(variants)
+
 
 def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> tuple[dict, pd.DataFrame]:
     """Metrics and the paper-shaped table (domain, subdomain, pro_share, n) from per-pair predictions."""
