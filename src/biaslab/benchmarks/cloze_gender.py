@@ -63,7 +63,8 @@ from biaslab.scoring.protocol import ItemError
 
 NAME = "cloze_gender"
 CONTEXT_TYPES = ("noun", "verb", "occ")  # Table 2's column order
-DATASETS = ("genderlex", "winobias", "winogender")
+DATASETS = ("genderlex", "genderlex_wino", "winobias", "winogender")
+OPTIONAL_DATASETS = ("genderlex_wino",)  # prepared only when its files can be had: skipped (with the reason) if absent
 DEFAULTS: dict[str, Any] = {
     "datasets": list(DATASETS),
     "vectors": "model",
@@ -80,6 +81,8 @@ REQUIRED_COLUMNS = {
                  "occupation", "minimal_pair"],
     "winogender": ["item_id", "occupation", "sentence_male", "sentence_female", "sentence_neutral",
                    "bls_pct_female"],
+    "genderlex_wino": ["dataset", "context_type", "row", "sent_m", "sent_w", "context", "pronoun_m", "pronoun_w",
+                       "hb", "is_duplicate"],
 }
 
 
@@ -247,6 +250,30 @@ def genderlex_predictions(items: pd.DataFrame, scores_m, scores_w, vectors) -> p
     return out
 
 
+def wino_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors) -> pd.DataFrame:
+    """The authors' extracted WinoBias / Winogender rows: whole-sentence probability, CGS with sim(pronoun, context).
+
+    Same columns as :func:`genderlex_predictions` (``p_m`` = the mean probability of ``sent_m``), so one
+    metrics function serves both (``meanpro_metric.py`` of the authors).
+    """
+    out = frame.copy()
+    for side in ("m", "w"):
+        col = out[f"sent_{side}"]
+        out[f"logprob_{side}"] = col.map(sentences.logprob).astype(float)
+        out[f"n_tokens_{side}"] = col.map(sentences.n_tokens).astype(int)
+        out[f"p_{side}"] = col.map(sentences.prob).astype(float)
+        sims = [vectors.similarity(p, c) for p, c in zip(out[f"pronoun_{side}"], out["context"])]
+        out[f"sim_{side}"] = np.array([np.nan if x is None else x for x in sims], dtype=np.float64)
+        out[f"cgs_{side}"] = assoc.cgs(out[f"p_{side}"], out[f"sim_{side}"])
+    out["sim_oov"] = out["sim_m"].isna() | out["sim_w"].isna()
+    out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
+    out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
+    out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
+    out["hb_match"] = out["preferred"] == out["hb"]
+    out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
+    return out
+
+
 def weat_associations(words: Sequence[str], vectors, male: Sequence[str], female: Sequence[str]) -> dict[str, float]:
     """``s(w, A, B)`` for every in-vocabulary word (OOV attribute words are dropped from A / B)."""
     attr_a = [vectors.get(a) for a in male if vectors.get(a) is not None]
@@ -286,16 +313,20 @@ def combined_rows(g: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: _Metrics) -> pd.DataFrame:
-    """Metrics per subject × context type, the combined column per subject, and overall.
+def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: _Metrics,
+                      dataset: str = "genderlex", group: str = "subject") -> pd.DataFrame:
+    """Metrics per ``group`` (subject folder, or source dataset) × context type, the combined column, overall.
 
     Returns the paper-shaped table: one row per (subject, context_type) with context_type in noun / verb /
     occ / combined, plus ("all", "all"). ``human_m`` is the share of HB = M labels (the paper's Human row).
+    The same columns serve the authors' extracted WinoBias / Winogender sentences (``dataset``
+    ``genderlex_wino``, ``group`` ``dataset``; no combined column: they have no noun file).
     """
     rows = []
     used = pred[~pred["is_duplicate"].astype(bool)] if opts["drop_duplicates"] else pred
+    used = used.rename(columns={group: "subject"}) if group != "subject" else used
     for (subject, ctype), g in used.groupby(["subject", "context_type"], sort=True):
-        prefix = f"genderlex/{subject}/{ctype}"
+        prefix = f"{dataset}/{subject}/{ctype}"
         slim = g[["prefers_m", "prefers_w", "hb_match"]]
         him = m.add(f"{prefix}/him_ratio", slim, _him_ratio, "target", 0.5,
                     "share of rows with CGS(him) > CGS(her), ties excluded (to-her = 1 - this)")
@@ -322,7 +353,7 @@ def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: _Met
         combined = combined_rows(g)
         if not len(combined):
             continue
-        him = m.add(f"genderlex/{subject}/combined_him_ratio", combined[["prefers_m", "prefers_w"]], _him_ratio,
+        him = m.add(f"{dataset}/{subject}/combined_him_ratio", combined[["prefers_m", "prefers_w"]], _him_ratio,
                     "target", 0.5, "to-him ratio of the product of the noun, verb and occupation CGS of each sentence "
                     "(Table 2 all/combined)")
         lm_him = assoc.bias_ratio(g[g["context_type"] == CONTEXT_TYPES[0]]["lm_preferred"])
@@ -330,11 +361,11 @@ def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: _Met
                      "human_m": float((g[g["context_type"] == CONTEXT_TYPES[0]]["hb"] == "M").mean()),
                      "him_ratio": him, "her_ratio": 1 - him, "lm_him_ratio": lm_him})
     slim = used[["prefers_m", "prefers_w", "hb_match"]]
-    him = m.add("genderlex/him_ratio", slim, _him_ratio, "target", 0.5,
-                "share of rows (all folders and context types) with CGS(him) > CGS(her), ties excluded")
-    hb = m.add("genderlex/hb_match", slim, _hb_match, "higher", 1.0,
-               "share of rows (all folders and context types) whose CGS-preferred gender equals the HB label")
-    lm_him = m.add("genderlex/lm_him_ratio", used, lambda f: assoc.bias_ratio(f["lm_preferred"]), "target", 0.5,
+    him = m.add(f"{dataset}/him_ratio", slim, _him_ratio, "target", 0.5,
+                "share of rows (all groups and context types) with CGS(male) > CGS(female), ties excluded")
+    hb = m.add(f"{dataset}/hb_match", slim, _hb_match, "higher", 1.0,
+               "share of rows (all groups and context types) whose CGS-preferred gender equals the HB label")
+    lm_him = m.add(f"{dataset}/lm_him_ratio", used, lambda f: assoc.bias_ratio(f["lm_preferred"]), "target", 0.5,
                    "as him_ratio on P(pronoun) alone", ci=False)
     rows.append({"subject": "all", "context_type": "all", "n": len(used), "human_m": float((used["hb"] == "M").mean()),
                  "him_ratio": him, "her_ratio": 1 - him, "hb_match": hb, "lm_him_ratio": lm_him,
@@ -429,7 +460,16 @@ class ClozeGenderBenchmark:
 
         opts = check_options(NAME, dict(options or {}), DEFAULTS)
         _validate(opts)
-        tables = {d: read_table(prepared_dir, d) for d in opts["datasets"]}
+        tables, skipped = {}, {}
+        for d in opts["datasets"]:
+            if d in OPTIONAL_DATASETS and not (Path(prepared_dir) / f"{d}.parquet").is_file():
+                skipped[d] = (f"{Path(prepared_dir) / f'{d}.parquet'} not prepared: its source files were not available "
+                              "to the prepare stage (see prepare_report.json and docs/cloze_gender.md)")
+                continue
+            tables[d] = read_table(prepared_dir, d)
+        if not tables:
+            return BenchmarkResult({}, tables={f"cloze_gender_{d}_skipped": pd.DataFrame({"reason": [r]})
+                                               for d, r in skipped.items()})
         male_attr, female_attr = list(opts["male_attributes"]), list(opts["female_attributes"])
 
         # 1. requests: ClozeLast pronouns (one call) and whole sentences (one call)
@@ -441,6 +481,8 @@ class ClozeGenderBenchmark:
         if "winogender" in tables:
             wg = tables["winogender"]
             sentences += list(wg["sentence_male"]) + list(wg["sentence_female"]) + list(wg["sentence_neutral"])
+        if "genderlex_wino" in tables:
+            sentences += list(tables["genderlex_wino"]["sent_m"]) + list(tables["genderlex_wino"]["sent_w"])
         sent_scores = score_sentences(lm, sentences, opts["sentence_prob"])
 
         # 2. static vectors for every word sim() or WEAT needs
@@ -450,6 +492,9 @@ class ClozeGenderBenchmark:
         if "winobias" in tables:
             wb = tables["winobias"]
             words |= set(wb["pro_pronoun"]) | set(wb["anti_pronoun"]) | {o for o in wb["occupation"] if o}
+        if "genderlex_wino" in tables:
+            gw = tables["genderlex_wino"]
+            words |= set(gw["pronoun_m"]) | set(gw["pronoun_w"]) | set(gw["context"])
         vectors = load_static_vectors(opts["vectors"], opts["vectors_format"], words, lm)
 
         # 3. predictions and metrics
@@ -460,6 +505,13 @@ class ClozeGenderBenchmark:
             pred = genderlex_predictions(items, cloze_scores[:n], cloze_scores[n:], vectors)
             result.predictions["cloze_gender_genderlex"] = pred
             result.tables["cloze_gender_genderlex"] = genderlex_metrics(pred, vectors, opts, metrics)
+        if "genderlex_wino" in tables:
+            pred = wino_predictions(tables["genderlex_wino"], sent_scores, vectors)
+            result.predictions["cloze_gender_genderlex_wino"] = pred
+            result.tables["cloze_gender_genderlex_wino"] = genderlex_metrics(
+                pred, vectors, opts, metrics, dataset="genderlex_wino", group="dataset")
+        for d, reason in skipped.items():
+            result.tables[f"cloze_gender_{d}_skipped"] = pd.DataFrame({"reason": [reason]})
         if "winobias" in tables:
             pred = winobias_predictions(tables["winobias"], sent_scores, vectors)
             result.predictions["cloze_gender_winobias"] = pred

@@ -14,7 +14,17 @@ from typing import Any
 
 from biaslab.atomic import atomic_dir
 from biaslab.config import Params
-from biaslab.data import crows_pairs, gbem_ua, gender_pairs, genderlex, occugender, rubia, winobias, winogender
+from biaslab.data import (
+    crows_pairs,
+    gbem_ua,
+    gender_pairs,
+    genderlex,
+    genderlex_wino,
+    occugender,
+    rubia,
+    winobias,
+    winogender,
+)
 from biaslab.data.report import PrepareReport
 
 REPORT_FILE = "prepare_report.json"
@@ -40,6 +50,9 @@ def prepare(params: Params) -> dict[str, Any]:
         "winogender.parquet": winogender.load(cfg, report),
         "genderlex.parquet": genderlex.load(cfg, report),
     }
+    optional = genderlex_wino.load(cfg, report)  # the ClozeGender authors' WinoBias/Winogender sentences
+    if optional is not None:
+        tables["genderlex_wino.parquet"] = optional
     split = gbem_ua.split_professions(tables["gbem_ua.parquet"]["profession"], cfg.gbem_ua)  # of the full table
     if cfg.sample is not None:  # a smoke run: fewer items per reported group (biaslab.data.sample)
         from biaslab.data.sample import sample_tables

@@ -131,6 +131,14 @@ REMOTE: dict[str, RemoteFile] = {
         "Gender_neutral_PN/GenderLex_noun_GN_PN.csv": "1d9f3f110de11fdcca5423926f18645d899a9cd724c1a43f3b0b69028f71e8f9",
         "Gender_neutral_PN/GenderLex_occ_GN_PN.csv": "7f2d6f0472aeb3c834a0a5157096562f1392444e0601dc393aa610c576526a15",
     }),
+    # optional: the authors' WinoBias / Winogender sentences with extracted verb / occupation (paper Table 4);
+    # not in the shared mirror, so prepare writes genderlex_wino.parquet only when they can be had
+    **_pinned(_GENDERLEX, "genderlex/extracted", "data", {
+        "WinoBias/winobias_verb.csv": "8b982528691b3c577a04b1dc95e643290b02049e71090a5da3d6e3ef60a5b635",
+        "WinoBias/winobias_occ.csv": "9c29c6ee9aee577ebd5e17741150fb5fb07eafe7012d136ae80139bf6ced5822",
+        "WinoGender/winogender_verb.csv": "243a07d2771bfb13b160901c083cd5620cf88be889eb0e5450a80d7d547d6fc2",
+        "WinoGender/winogender_occ.csv": "3d50536f5d6579e5851b9e4c6af2275f4914ee1cdcf7e7181ff8758f97e3eabc",
+    }),
 }
 
 
@@ -246,6 +254,18 @@ def download(remote: RemoteFile, timeout: float = 60.0) -> bytes:
     payload = download_bytes(remote.url, timeout)
     _check_sha256(payload, remote.sha256, remote.url)
     return payload
+
+
+def resolve_optional(cfg: DataConfig, rel_path: str) -> tuple[Path | None, str]:
+    """As :func:`resolve` for a file the pipeline can do without: ``(path, "")`` or ``(None, why not)``.
+
+    A file that is not in the mirror nor in the download cache, and cannot be downloaded (downloads off,
+    no network, wrong sha256), is reported, not raised; any other problem still raises.
+    """
+    try:
+        return resolve(cfg, rel_path), ""
+    except DataError as exc:
+        return None, str(exc)
 
 
 def fetch(remote: RemoteFile, dest: Path, timeout: float = 60.0) -> None:
