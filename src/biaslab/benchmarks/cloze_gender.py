@@ -47,6 +47,7 @@ Run: ``BENCHMARK.run(scorer, Path("data/prepared"), {"vectors": "model"}, EvalCo
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,7 @@ from biaslab.scoring.protocol import ItemError
 
 NAME = "cloze_gender"
 CONTEXT_TYPES = ("noun", "verb", "occ")  # Table 2's column order
-DATASETS = ("genderlex", "genderlex_wino", "winobias", "winogender")
+DATASETS = ("genderlex", "genderlex_wino", "winobias", "winogender", "crows_pairs")
 OPTIONAL_DATASETS = ("genderlex_wino",)  # prepared only when its files can be had: skipped (with the reason) if absent
 DEFAULTS: dict[str, Any] = {
     "datasets": list(DATASETS),
@@ -72,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "sentence_prob": "geometric",
     "drop_duplicates": False,   # authors: every row of the files counts (17-18 repeated pairs per file)
     "weat": "paper",            # paper: S(X, Y, A, B); effect_size: Caliskan's d over context words
+    "crows_concepts": None,     # CSV (pair_id, concept) for CGS on CrowS-Pairs; the paper's concepts are unreleased
     "male_attributes": list(assoc.MALE_ATTRIBUTES),
     "female_attributes": list(assoc.FEMALE_ATTRIBUTES),
 }
@@ -81,6 +83,8 @@ REQUIRED_COLUMNS = {
                  "occupation", "minimal_pair"],
     "winogender": ["item_id", "occupation", "sentence_male", "sentence_female", "sentence_neutral",
                    "bls_pct_female"],
+    "crows_pairs": ["pair_id", "sent_more", "sent_less", "stereo_antistereo", "bias_type", "is_duplicate"],
+    "gender_pairs": ["language", "male", "female"],
     "genderlex_wino": ["dataset", "context_type", "row", "sent_m", "sent_w", "context", "pronoun_m", "pronoun_w",
                        "hb", "is_duplicate"],
 }
@@ -437,6 +441,110 @@ def winogender_metrics(pred: pd.DataFrame, m: _Metrics) -> pd.DataFrame:
     return occ
 
 
+# ------------------------------------------------------------------------------------------- CrowS-Pairs
+_WORD = re.compile(r"[a-z']+")
+
+
+def gender_word_sets(pairs: pd.DataFrame) -> tuple[set[str], set[str]]:
+    """English male / female words: the prepared ``gender_pairs`` (en) plus their plurals in -s, men/women."""
+    en = pairs[pairs["language"] == "en"]
+    male, female = set(en["male"].str.lower()), set(en["female"].str.lower())
+    male |= {w + "s" for w in male} | {"men", "gentlemen", "husbands"}
+    female |= {w + "s" for w in female} | {"women", "ladies", "wives"}
+    return male - female, female - male
+
+
+def crows_items(crows: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """CrowS-Pairs pairs whose two sentences differ only in gendered words, as (male, female) sentence pairs.
+
+    The words that differ (lower-cased word-level diff) must all be male words in one sentence and all
+    female words in the other; pairs that differ otherwise (names, other groups) are left out. ``hb`` is
+    the gender of ``sent_more``, the sentence the crowd-worker wrote as the more stereotypical one.
+    """
+    import difflib
+
+    male, female = gender_word_sets(pairs)
+    rows = []
+    for r in crows.itertuples(index=False):
+        a, b = _WORD.findall(r.sent_more.lower()), _WORD.findall(r.sent_less.lower())
+        diff_a, diff_b = [], []
+        for op, a0, a1, b0, b1 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+            if op != "equal":
+                diff_a += a[a0:a1]
+                diff_b += b[b0:b1]
+        if not diff_a or not diff_b:
+            continue
+        if set(diff_a) <= male and set(diff_b) <= female:
+            sent_m, sent_w, word_m, word_w, hb = r.sent_more, r.sent_less, diff_a[0], diff_b[0], "M"
+        elif set(diff_a) <= female and set(diff_b) <= male:
+            sent_m, sent_w, word_m, word_w, hb = r.sent_less, r.sent_more, diff_b[0], diff_a[0], "W"
+        else:
+            continue
+        rows.append({"pair_id": r.pair_id, "bias_type": r.bias_type, "is_duplicate": bool(r.is_duplicate),
+                     "sent_m": sent_m, "sent_w": sent_w, "word_m": word_m, "word_w": word_w, "hb": hb})
+    return pd.DataFrame(rows, columns=["pair_id", "bias_type", "is_duplicate", "sent_m", "sent_w", "word_m",
+                                       "word_w", "hb"])
+
+
+def read_concepts(path: str) -> dict:
+    """``pair_id -> concept`` from a CSV with columns ``pair_id``, ``concept`` (errors name the file and row)."""
+    from biaslab.data.tabular import read_table as read_csv_strict
+
+    table = read_csv_strict(Path(path), ("pair_id", "concept"), label=str(path))
+    return {table.parse_int(row, "pair_id"): table.nonempty(row, "concept").strip() for row in table}
+
+
+def crows_predictions(items: pd.DataFrame, sentences: SentenceScores, vectors, concepts: dict | None) -> pd.DataFrame:
+    out = items.copy()
+    for side in ("m", "w"):
+        col = out[f"sent_{side}"]
+        out[f"logprob_{side}"] = col.map(sentences.logprob).astype(float)
+        out[f"n_tokens_{side}"] = col.map(sentences.n_tokens).astype(int)
+        out[f"p_{side}"] = col.map(sentences.prob).astype(float)
+    out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
+    out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
+    if concepts is not None:
+        out["concept"] = out["pair_id"].map(concepts)
+        for side in ("m", "w"):
+            sims = [vectors.similarity(w, c) if isinstance(c, str) else None
+                    for w, c in zip(out[f"word_{side}"], out["concept"])]
+            out[f"sim_{side}"] = np.array([np.nan if x is None else x for x in sims], dtype=np.float64)
+            out[f"cgs_{side}"] = assoc.cgs(out[f"p_{side}"], out[f"sim_{side}"])
+        out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
+        out["hb_match"] = out["preferred"] == out["hb"]
+    return out
+
+
+def crows_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: _Metrics) -> pd.DataFrame:
+    """Table 5: M / W share, KL and HB match on P alone (``lm``) and, with concepts, on CGS (``cgs``) + WEAT."""
+    used = pred[~pred["is_duplicate"].astype(bool)] if opts["drop_duplicates"] else pred
+    human = float((used["hb"] == "M").mean()) if len(used) else float("nan")
+    lm = used.assign(prefers_m=used["lm_preferred"] == assoc.MALE, prefers_w=used["lm_preferred"] == assoc.FEMALE)
+    rows = [{"score": "lm", "n": len(used), "human_m": human,
+             "him_ratio": m.add("crows_pairs/lm_him_ratio", lm[["prefers_m", "prefers_w"]], _him_ratio, "target", 0.5,
+                                "share of binary-gender CrowS pairs whose male sentence has the higher mean probability"),
+             "kl": m.add("crows_pairs/lm_kl", used[["p_m", "p_w"]], _lm_kl, "lower", 0.0,
+                         "mean Bernoulli KL (nats) between the sentences' mean probabilities (paper's KL)", ci=False),
+             "hb_match": m.add("crows_pairs/lm_hb_match", used, lambda f: float(f["lm_hb_match"].mean()), "higher",
+                               1.0, "share of pairs where the preferred gender is that of the more stereotypical "
+                                    "sentence", ci=False)}]
+    if "cgs_m" in used:
+        cgs = used.assign(prefers_m=used["preferred"] == assoc.MALE, prefers_w=used["preferred"] == assoc.FEMALE)
+        with_concept = used[used["concept"].notna()]
+        rows.append({"score": "cgs", "n": len(used), "human_m": human,
+                     "him_ratio": m.add("crows_pairs/him_ratio", cgs[["prefers_m", "prefers_w"]], _him_ratio,
+                                        "target", 0.5, "as lm_him_ratio with CGS = P^(1 - sim(gender word, concept))"),
+                     "kl": m.add("crows_pairs/kl", used[["cgs_m", "cgs_w"]], _kl, "lower", 0.0,
+                                 "as lm_kl on CGS", ci=False),
+                     "hb_match": m.add("crows_pairs/hb_match", used, _hb_match, "higher", 1.0,
+                                       "as lm_hb_match on CGS", ci=False),
+                     "weat": m.add("crows_pairs/weat", with_concept, lambda f: assoc.weat_paper(
+                         f["word_m"], f["word_w"], f["concept"], f["hb"], vectors.get), "target", 0.0,
+                         "WEAT S(male words, female words; concepts of male-/female-stereotyped pairs)", ci=False),
+                     "concept_rows": len(with_concept)})
+    return pd.DataFrame(rows)
+
+
 # ------------------------------------------------------------------------------------------- the benchmark
 def _validate(opts: dict[str, Any]) -> None:
     bad = [d for d in opts["datasets"] if d not in DATASETS]
@@ -467,6 +575,9 @@ class ClozeGenderBenchmark:
                               "to the prepare stage (see prepare_report.json and docs/cloze_gender.md)")
                 continue
             tables[d] = read_table(prepared_dir, d)
+        if "crows_pairs" in tables:
+            tables["crows_pairs"] = crows_items(tables["crows_pairs"], read_table(prepared_dir, "gender_pairs"))
+        concepts = read_concepts(opts["crows_concepts"]) if opts["crows_concepts"] else None
         if not tables:
             return BenchmarkResult({}, tables={f"cloze_gender_{d}_skipped": pd.DataFrame({"reason": [r]})
                                                for d, r in skipped.items()})
@@ -481,8 +592,9 @@ class ClozeGenderBenchmark:
         if "winogender" in tables:
             wg = tables["winogender"]
             sentences += list(wg["sentence_male"]) + list(wg["sentence_female"]) + list(wg["sentence_neutral"])
-        if "genderlex_wino" in tables:
-            sentences += list(tables["genderlex_wino"]["sent_m"]) + list(tables["genderlex_wino"]["sent_w"])
+        for d in ("genderlex_wino", "crows_pairs"):
+            if d in tables:
+                sentences += list(tables[d]["sent_m"]) + list(tables[d]["sent_w"])
         sent_scores = score_sentences(lm, sentences, opts["sentence_prob"])
 
         # 2. static vectors for every word sim() or WEAT needs
@@ -495,6 +607,8 @@ class ClozeGenderBenchmark:
         if "genderlex_wino" in tables:
             gw = tables["genderlex_wino"]
             words |= set(gw["pronoun_m"]) | set(gw["pronoun_w"]) | set(gw["context"])
+        if "crows_pairs" in tables and concepts is not None:
+            words |= set(tables["crows_pairs"]["word_m"]) | set(tables["crows_pairs"]["word_w"]) | set(concepts.values())
         vectors = load_static_vectors(opts["vectors"], opts["vectors_format"], words, lm)
 
         # 3. predictions and metrics
@@ -510,6 +624,10 @@ class ClozeGenderBenchmark:
             result.predictions["cloze_gender_genderlex_wino"] = pred
             result.tables["cloze_gender_genderlex_wino"] = genderlex_metrics(
                 pred, vectors, opts, metrics, dataset="genderlex_wino", group="dataset")
+        if "crows_pairs" in tables:
+            pred = crows_predictions(tables["crows_pairs"], sent_scores, vectors, concepts)
+            result.predictions["cloze_gender_crows"] = pred
+            result.tables["cloze_gender_crows"] = crows_metrics(pred, vectors, opts, metrics)
         for d, reason in skipped.items():
             result.tables[f"cloze_gender_{d}_skipped"] = pd.DataFrame({"reason": [reason]})
         if "winobias" in tables:
