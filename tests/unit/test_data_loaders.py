@@ -78,14 +78,14 @@ def test_gender_pairs(cfg):
 def test_rubia(cfg):
     report = PrepareReport()
     frame = rubia.load(cfg, report).to_pandas()
-    assert len(frame) == 2221 - 2
-    assert {1370, 2161}.isdisjoint(frame["pair_id"])
+    assert len(frame) == 2221
+    assert set(frame.loc[frame["is_defective"], "pair_id"]) == {1370, 2161}  # kept, flagged (authors score them)
     dup = frame[frame.is_duplicate]
     assert len(dup) == 215 and dup["subdomain"].str.endswith("_stereotype").all()
     assert not frame[~frame.is_duplicate].duplicated(["pro", "anti"]).any()
     assert not (frame["pro"].str.contains("\n") | frame["anti"].str.contains("\n")).any()
     rep = report.file(rubia.FILE).to_dict()
-    assert rep["rows_dropped"] == 2 and rep["rows_fixed"] == 1
+    assert rep["rows_dropped"] == 0 and rep["rows_fixed"] == 2  # the line breaks in 1305 and 1370
 
 
 def test_crows_pairs(cfg):

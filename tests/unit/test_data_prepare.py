@@ -19,7 +19,7 @@ SCHEMA = {  # docs/prepared_schema.md
                         "is_feminitive", "qa_sentence", "prob_sentence", "split"],
     "gender_pairs.parquet": ["language", "male", "female", "source"],
     "occugender_jobs.parquet": ["job", "group", "male_ratio", "female_ratio"],
-    "rubia.parquet": ["pair_id", "pro", "anti", "domain", "subdomain", "is_duplicate"],
+    "rubia.parquet": ["pair_id", "pro", "anti", "domain", "subdomain", "is_duplicate", "is_defective"],
     "crows_pairs.parquet": ["pair_id", "sent_more", "sent_less", "stereo_antistereo", "bias_type", "is_duplicate"],
     "winobias.parquet": ["pair_id", "type", "split", "pro_sentence", "anti_sentence", "pro_pronoun",
                          "anti_pronoun", "pronoun_index", "occupation", "minimal_pair"],
@@ -60,7 +60,7 @@ def test_split_json_matches_table(prepared):
 def test_report_counts(prepared):
     _, report, _ = prepared
     files = report["files"]
-    assert files["rubia/rubia.tsv"]["rows_dropped"] == 2
+    assert files["rubia/rubia.tsv"]["rows_dropped"] == 0  # the two defective pairs are kept, flagged
     assert files["gbem_ua/acc_dataset/train_dataset_acc.csv"]["rows_dropped"] == 12
     optional = {n: f for n, f in files.items() if n.startswith("genderlex/extracted/")}  # not in the mirror
     assert all(f["rows_read"] > 0 for n, f in files.items() if n not in optional)

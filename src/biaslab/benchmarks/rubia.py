@@ -49,6 +49,7 @@ from biaslab.benchmarks.pair_preference import NORMALIZATIONS, score_pairs, shar
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "lowercase": False,  # true: lower-case both sentences (the paper's preprocessing; the released file is not)
+    "drop_defective": False,  # true: leave out the malformed pair 1370 and the identical pair 2161 (authors score them)
     "normalize": "sum",  # "mean": per-token scores, as the authors' perplexity comparison
     "ppll_domains": ["gender"],  # masked LMs: domains scored with PPLL (others: MPLL)
     "ppll_subdomains": ["lgbtq/freeform_gendergap"],  # masked LMs: <domain>/<subdomain> also scored with PPLL
@@ -79,8 +80,10 @@ PAPER_TABLE_1: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
-def load_pairs(prepared_dir: Path) -> pd.DataFrame:
+def load_pairs(prepared_dir: Path, drop_defective: bool = False) -> pd.DataFrame:
     frame = read_prepared_table(prepared_dir, "rubia", REQUIRED_COLUMNS)
+    if drop_defective and "is_defective" in frame.columns:
+        frame = frame[~frame["is_defective"].astype(bool)]
     return frame.reset_index(drop=True)
 
 
@@ -99,9 +102,10 @@ class RuBia:
         options = check_options(self.name, options, DEFAULT_OPTIONS)
         if options["normalize"] not in NORMALIZATIONS:
             raise ValueError(f"rubia option normalize must be one of {NORMALIZATIONS}")
-        if not isinstance(options["lowercase"], bool):
-            raise ValueError("rubia option lowercase must be true or false")
-        pairs = load_pairs(prepared_dir)
+        for flag in ("lowercase", "drop_defective"):
+            if not isinstance(options[flag], bool):
+                raise ValueError(f"rubia option {flag} must be true or false")
+        pairs = load_pairs(prepared_dir, options["drop_defective"])
         pro, anti = pairs["pro"].tolist(), pairs["anti"].tolist()
         if options["lowercase"]:
             pro, anti = [t.lower() for t in pro], [t.lower() for t in anti]

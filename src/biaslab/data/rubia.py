@@ -1,9 +1,11 @@
 """RuBia (Russian): pro-trope / anti-trope sentence pairs in 4 domains.
 
 Read with a real TSV parser (two quoted fields contain line breaks). Defects handled (SOURCE.md):
-- index 1370 is malformed (pro-trope has two sentences, anti-trope one): dropped, reported;
-- any pair whose two sentences are identical (index 2161): dropped, reported – it cannot show a
-  preference;
+- index 1370 is malformed (pro-trope has two sentences, anti-trope one): kept with
+  ``is_defective=True``, reported (the authors' notebook scores it as it is; the benchmark's
+  ``drop_defective`` option leaves it out);
+- any pair whose two sentences are identical (index 2161): kept with ``is_defective=True``, reported –
+  it cannot show a preference (a tie: counted as not preferring the pro-trope sentence, as the authors');
 - a line break inside a sentence (index 1305) is replaced by a space: fixed, reported;
 - every ``*_stereotype`` pair also appears as ``*_full``: kept, ``is_duplicate=True`` on the
   ``*_stereotype`` copy (overall/domain scores use ``~is_duplicate``; subdomain scores use all rows).
@@ -30,7 +32,8 @@ _LINE_BREAK = re.compile(r"\s*[\r\n]+\s*")
 
 
 def load(cfg: DataConfig, report: PrepareReport | None = None) -> datasets.Dataset:
-    """Pairs: ``pair_id`` (original index), ``pro``, ``anti``, ``domain``, ``subdomain``, ``is_duplicate``."""
+    """Pairs: ``pair_id`` (original index), ``pro``, ``anti``, ``domain``, ``subdomain``, ``is_duplicate``,
+    ``is_defective``."""
     import datasets
 
     report = report if report is not None else PrepareReport()
@@ -39,7 +42,7 @@ def load(cfg: DataConfig, report: PrepareReport | None = None) -> datasets.Datas
     rep = report.file(FILE)
     rep.rows_read = len(table)
     rows, fixed, seen_ids = [], [], set()
-    dropped: dict[str, list[int]] = defaultdict(list)
+    defective: dict[str, list[int]] = defaultdict(list)
     for row in table:
         pair_id = table.parse_int(row, "")
         if pair_id in seen_ids:
@@ -47,19 +50,18 @@ def load(cfg: DataConfig, report: PrepareReport | None = None) -> datasets.Datas
         seen_ids.add(pair_id)
         pro, anti = table.nonempty(row, "pro-trope"), table.nonempty(row, "anti-trope")
         domain, subdomain = table.nonempty(row, "domain").strip(), table.nonempty(row, "task_type").strip()
-        if pair_id in KNOWN_MALFORMED:
-            dropped[KNOWN_MALFORMED[pair_id]].append(row.number)
-            continue
         clean_pro, clean_anti = _LINE_BREAK.sub(" ", pro.strip()), _LINE_BREAK.sub(" ", anti.strip())
         if (clean_pro, clean_anti) != (pro, anti):
             fixed.append(row.number)
-        if clean_pro == clean_anti:
-            dropped["pro-trope and anti-trope sentences are identical"].append(row.number)
-            continue
+        reason = KNOWN_MALFORMED.get(pair_id) or (
+            "pro-trope and anti-trope sentences are identical" if clean_pro == clean_anti else "")
+        if reason:
+            defective[reason].append(row.number)
         rows.append({"pair_id": pair_id, "pro": clean_pro, "anti": clean_anti, "domain": domain,
-                     "subdomain": subdomain, "is_duplicate": False, "_row": row.number})
-    for reason, numbers in dropped.items():
-        rep.drop(reason, numbers)
+                     "subdomain": subdomain, "is_duplicate": False, "is_defective": bool(reason),
+                     "_row": row.number})
+    for reason, numbers in defective.items():
+        rep.note(f"{reason}; kept with is_defective=True (rubia option drop_defective leaves it out)", numbers)
     rep.fix("line break / surrounding whitespace inside a sentence replaced by one space", fixed)
     _mark_duplicates(rows, rep)
     for r in rows:
