@@ -155,3 +155,25 @@ def test_genderlex_table_2_layout():
     assert frame.loc["Human", "combined to-m"] == 0.55
     assert tables[0].published.loc["GPT-2 XL + fasttext", "noun KL"] == 0.0195
     assert list(tables[0].published.columns) == list(frame.columns)
+
+
+def test_genderlex_tables_4_and_5_when_evaluated():
+    wino = pd.DataFrame([
+        {"subject": data, "context_type": ctx, "him_ratio": him, "kl": 0.01, "weat": 0.2, "human_m": human,
+         "lm_him_ratio": 0.7, "lm_kl": 0.02}
+        for data, human in (("winobias", 0.5), ("winogender", 0.58)) for ctx, him in (("verb", 0.8), ("occ", 0.55))
+    ])
+    crows = pd.DataFrame([{"score": "lm", "him_ratio": 0.42, "kl": 0.0068, "human_m": 0.53},
+                          {"score": "cgs", "him_ratio": 0.45, "kl": 0.0022, "weat": 0.087, "human_m": 0.53}])
+    variants = {"base": VariantEvaluation(metrics={}, tables={"cloze_gender_genderlex_wino": wino,
+                                                              "cloze_gender_crows": crows})}
+    tables = {t.key: t for t in CLOZE.paper_tables(variants)}
+    assert set(tables) == {"table_2", "table_4", "table_5"}
+    t4 = tables["table_4"].frame
+    assert list(t4.index) == ["Human (all)", "base (P only)", "base CGS"]
+    assert t4.loc["base CGS", "WinoBias verb M"] == 0.8 and t4.loc["base CGS", "Winogender occupation W"] == pytest.approx(0.45)
+    assert t4.loc["Human (all)", "Winogender verb M"] == 0.58 and t4.loc["base (P only)", "WinoBias occupation KL"] == 0.02
+    assert list(tables["table_4"].published.columns) == list(t4.columns)
+    t5 = tables["table_5"].frame
+    assert t5.loc["base (P only)", "M"] == 0.42 and t5.loc["base CGS", "WEAT"] == 0.087
+    assert tables["table_5"].published.loc["GPT-2 XL (P only)", "KL"] == 0.0068
