@@ -122,7 +122,7 @@ def prepared(tmp_path):
 
 
 def file_options(prepared):
-    return {"vectors": str(prepared / "vectors.txt"), "vectors_format": "glove",
+    return {"vectors": str(prepared / "vectors.txt"), "vectors_format": "glove", "sentence_prob": "geometric",
             "datasets": ["genderlex", "winobias", "winogender"]}
 
 
@@ -176,8 +176,8 @@ def test_genderlex_metrics_by_hand(prepared):
 
 
 def test_genderlex_options_drop_duplicates_and_weat_effect_size(prepared):
-    options = {**file_options(prepared), "drop_duplicates": True, "weat": "effect_size"}
-    m = {k.removeprefix("cloze_gender/"): v for k, v in BENCHMARK.run(FakeScorer(), prepared, options, CTX).metrics.items()}
+    options = {**file_options(prepared), "drop_duplicates": True, "weat": "effect_size"}  # geometric: see file_options
+    m = {k.removeprefix("cloze_gender/"): v for k, v in BENCHMARK.run(FakeClozeScorer(), prepared, options, CTX).metrics.items()}
     group = "genderlex/occupation/verb"
     assert m[f"{group}/him_ratio"].value == pytest.approx(1 / 3)  # duplicate row excluded
     assert m[f"{group}/him_ratio"].n == 4
@@ -188,7 +188,7 @@ def test_genderlex_options_drop_duplicates_and_weat_effect_size(prepared):
     d = (np.mean(s_x) - np.mean(s_y)) / np.std(s_x + s_y, ddof=1)
     assert m[f"{group}/weat"].value == pytest.approx(d)
     with pytest.raises(ValueError, match="weat must be paper"):
-        BENCHMARK.run(FakeScorer(), prepared, {**file_options(prepared), "weat": "d"}, CTX)
+        BENCHMARK.run(FakeClozeScorer(), prepared, {**file_options(prepared), "weat": "d"}, CTX)
 
 
 def test_genderlex_combined_column_is_the_product_over_context_types(tmp_path):
@@ -199,7 +199,7 @@ def test_genderlex_combined_column_is_the_product_over_context_types(tmp_path):
     pd.concat(frames, ignore_index=True).to_parquet(tmp_path / "genderlex.parquet")
     (tmp_path / "vectors.txt").write_text(GLOVE, encoding="utf-8")
     options = {"vectors": str(tmp_path / "vectors.txt"), "vectors_format": "glove", "datasets": ["genderlex"]}
-    result = BENCHMARK.run(FakeScorer(), tmp_path, options, NO_CI)
+    result = BENCHMARK.run(FakeClozeScorer(), tmp_path, options, NO_CI)
     pred = result.predictions["cloze_gender_genderlex"]
     by_ctx = {c: g.sort_values("row") for c, g in pred.groupby("context_type")}
     prod_m = np.prod([by_ctx[c]["cgs_m"].to_numpy() for c in by_ctx], axis=0)
@@ -292,11 +292,8 @@ def crows_frame(rows):
                           "bias_type": t, "is_duplicate": False} for i, (a, b, t) in enumerate(rows)])
 
 
-class CrowsScorer:
-    kind = "causal"
-
-    def loglikelihood(self, requests, desc=None):
-        return [Score(3 * math.log(CROWS_PROBS[r.continuation]), 3, False) for r in requests]
+def crows_scorer() -> FakeScorer:
+    return FakeScorer(sentences={s: math.log(p) for s, p in CROWS_PROBS.items()})
 
 
 def test_crows_pairs_table_5_by_hand(tmp_path):
@@ -305,8 +302,9 @@ def test_crows_pairs_table_5_by_hand(tmp_path):
     (tmp_path / "v.txt").write_text("men 1 0\nman 1 0\nhe 1 0\nwomen 0 1\nwoman 0 1\nshe 0 1\nmath 1 0\n"
                                     "mechanics 0 1\n", encoding="utf-8")
     (tmp_path / "concepts.csv").write_text("pair_id,concept\n0,math\n1,mechanics\n", encoding="utf-8")
-    options = {"datasets": ["crows_pairs"], "vectors": str(tmp_path / "v.txt"), "vectors_format": "glove"}
-    result = BENCHMARK.run(CrowsScorer(), tmp_path, options, NO_CI)
+    options = {"datasets": ["crows_pairs"], "vectors": str(tmp_path / "v.txt"), "vectors_format": "glove",
+               "sentence_prob": "geometric"}
+    result = BENCHMARK.run(crows_scorer(), tmp_path, options, NO_CI)
     pred = result.predictions["cloze_gender_crows"].set_index("pair_id")
     assert list(pred.index) == [0, 1, 2]  # the name pair is left out
     assert list(pred["hb"]) == ["W", "M", "M"]  # gender of sent_more
@@ -323,7 +321,7 @@ def test_crows_pairs_table_5_by_hand(tmp_path):
     table = result.tables["cloze_gender_crows"].set_index("score")
     assert table.loc["lm", "human_m"] == pytest.approx(2 / 3)
 
-    with_concepts = BENCHMARK.run(CrowsScorer(), tmp_path, {**options, "crows_concepts": str(tmp_path / "concepts.csv")},
+    with_concepts = BENCHMARK.run(crows_scorer(), tmp_path, {**options, "crows_concepts": str(tmp_path / "concepts.csv")},
                                   NO_CI)
     m = {k.removeprefix("cloze_gender/crows_pairs/"): v.value for k, v in with_concepts.metrics.items()}
     # pair 0: sim(men, math) = 1 -> CGS_m = 1 > 0.2 (M) ; pair 1: sim(she, mechanics) = 1 -> CGS_w = 1 > 0.5 (W) ;
@@ -334,7 +332,7 @@ def test_crows_pairs_table_5_by_hand(tmp_path):
     assert m["weat"] == pytest.approx(-2.0)
     (tmp_path / "bad.csv").write_text("pair_id,concept\nx,math\n", encoding="utf-8")
     with pytest.raises(Exception, match="bad.csv.*integer"):
-        BENCHMARK.run(CrowsScorer(), tmp_path, {**options, "crows_concepts": str(tmp_path / "bad.csv")}, NO_CI)
+        BENCHMARK.run(crows_scorer(), tmp_path, {**options, "crows_concepts": str(tmp_path / "bad.csv")}, NO_CI)
 
 
 # ------------------------------------------------------------------------------------------- tiny real model
@@ -377,7 +375,7 @@ def naive_cloze_logprob(model, tokenizer, prefix: str, word: str) -> float:
 
 
 def test_tiny_model_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_tokenizer, real_prepared):
-    result = BENCHMARK.run(tiny_scorer, real_prepared, {}, NO_CI)
+    result = BENCHMARK.run(tiny_scorer, real_prepared, {"sentence_prob": "geometric"}, NO_CI)
     pred = result.predictions["cloze_gender_genderlex"]
     for row in pred.itertuples():
         prefix = row.sent_m.rsplit(" ", 1)[0]
@@ -394,12 +392,17 @@ def test_tiny_model_equals_naive_loop(tiny_scorer, tiny_causal_model, tiny_token
             lps = [lp for _, lp in naive_sentence_token_logprobs(tiny_causal_model, tiny_tokenizer, sentence)]
             assert got == pytest.approx(math.exp(np.mean(lps)), rel=1e-5)
 
-    authors = BENCHMARK.run(tiny_scorer, real_prepared, {"sentence_prob": "authors", "datasets": ["winobias"]}, NO_CI)
+    # the authors' meanpro_metric.prob_mean: this tokenizer adds no BOS (as GPT-2), so the first token is never
+    # predicted; the mean of the other tokens' probabilities, the "." token left out. (The scorer conditions
+    # every sentence on BOS, the authors' GPT-2 run on nothing: documented in docs/fidelity.md.)
+    authors = BENCHMARK.run(tiny_scorer, real_prepared, {"datasets": ["winobias"]}, NO_CI)  # default: authors
     wb = authors.predictions["cloze_gender_winobias"]
+    dot = tiny_tokenizer.convert_tokens_to_ids(".")
     for row in wb.itertuples():
+        assert tiny_tokenizer(row.pro_sentence)["input_ids"][0] != tiny_tokenizer.bos_token_id
         tokens = naive_sentence_token_logprobs(tiny_causal_model, tiny_tokenizer, row.pro_sentence)
-        kept = [math.exp(lp) for tok, lp in tokens if tiny_tokenizer.decode([tok]).strip() != "."]
-        assert len(kept) < len(tokens)  # the final "." was left out
+        kept = [math.exp(lp) for tok, lp in tokens[1:] if tok != dot]
+        assert len(kept) == len(tokens) - 2  # the final "." was left out, the first token never predicted
         assert row.prob_pro == pytest.approx(np.mean(kept), abs=1e-6)
 
 
@@ -488,7 +491,7 @@ def test_masked_cloze_equals_naive_loop(tiny_bert, masked_prepared, batch_size):
 def test_masked_sentence_scores_equal_naive_pll(tiny_bert, real_prepared):
     model, tokenizer = tiny_bert
     scorer = MaskedScorer(model, tokenizer)
-    geometric = BENCHMARK.run(scorer, real_prepared, {"datasets": ["winogender"]}, NO_CI)
+    geometric = BENCHMARK.run(scorer, real_prepared, {"datasets": ["winogender"], "sentence_prob": "geometric"}, NO_CI)
     for row in geometric.predictions["cloze_gender_winogender"].itertuples():
         for sentence, prob, logprob, n in ((row.sentence_male, row.prob_male, row.logprob_male, row.n_tokens_male),
                                            (row.sentence_neutral, row.prob_neutral, row.logprob_neutral,
@@ -501,8 +504,8 @@ def test_masked_sentence_scores_equal_naive_pll(tiny_bert, real_prepared):
     authors = BENCHMARK.run(scorer, real_prepared, {"sentence_prob": "authors", "datasets": ["winobias"]}, NO_CI)
     for row in authors.predictions["cloze_gender_winobias"].itertuples():
         tokens = naive_token_plls(model, tokenizer, row.pro_sentence)
-        kept = [math.exp(lp) for tok, lp in tokens if tokenizer.decode([tok]).strip() != "."]
-        assert len(kept) < len(tokens)  # the final "." was left out
+        kept = [math.exp(lp) for tok, lp in tokens if tokenizer.decode([tok]) != "."]
+        assert len(kept) < len(tokens)  # the final "." was left out (a masked LM predicts every token)
         assert row.prob_pro == pytest.approx(np.mean(kept), abs=1e-6)
         assert row.n_tokens_pro == len(kept)
         assert row.logprob_pro == pytest.approx(sum(lp for _, lp in tokens), abs=1e-5)
@@ -581,3 +584,22 @@ def test_masked_token_logprobs_batching_dedup_and_errors(tiny_bert, monkeypatch)
         scorer.masked_token_logprobs([ids[0]], [[1, 2]], [[her]])
     with pytest.raises(ValueError, match="position 99"):
         scorer.masked_token_logprobs([ids[0]], [[99]], [[her]])
+
+
+def test_authors_mean_scores_the_first_token_only_after_a_bos_or_prefix():
+    """meanpro_metric.prob_mean never predicts the first token of GPT-2 (no BOS), does for Llama (BOS added)."""
+    from types import SimpleNamespace
+
+    from biaslab.benchmarks.cloze_gender import predicts_first_token, score_sentences
+    from biaslab.scoring.protocol import TokenScore
+
+    def scorer(add_bos, prefix=""):
+        fake = FakeScorer(tokens={"He came.": [TokenScore("He", math.log(0.1)), TokenScore(" came", math.log(0.4)),
+                                               TokenScore(".", math.log(0.9))]})
+        fake.format = SimpleNamespace(add_bos=add_bos, prefix=prefix, chat=False)
+        return fake
+
+    assert predicts_first_token(FakeScorer())  # no prompt format (masked): every token predicted
+    assert not predicts_first_token(scorer(False)) and predicts_first_token(scorer(False, "Be fair."))
+    assert score_sentences(scorer(False), ["He came."], "authors").prob["He came."] == pytest.approx(0.4)
+    assert score_sentences(scorer(True), ["He came."], "authors").prob["He came."] == pytest.approx(0.25)

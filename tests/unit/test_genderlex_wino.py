@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from fakes import FakeScorer
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.cloze_gender import BENCHMARK
@@ -14,7 +15,6 @@ from biaslab.config import DataConfig
 from biaslab.data import genderlex_wino
 from biaslab.data.errors import DataError
 from biaslab.data.report import PrepareReport
-from biaslab.scoring.requests import Request, Score
 
 HEADER = "sent_m,sent_w,context,prounoun_m,prounoun_w,HB\n"
 ROWS = {  # (dataset, context type) -> CSV rows (sentence pair, context, pronouns, HB)
@@ -79,11 +79,9 @@ def test_loader_rejects_a_bad_label(tmp_path):
         genderlex_wino.load(DataConfig(mirror_dir=str(tmp_path), allow_download=False))
 
 
-class SentenceScorer:
-    kind = "causal"
-
-    def loglikelihood(self, requests, desc=None):
-        return [Score(2 * math.log(PROBS[r.continuation]), 2, False) for r in requests]
+def sentence_scorer() -> FakeScorer:
+    """Mean sentence probability = PROBS (one token each, so the geometric mean is the probability)."""
+    return FakeScorer(sentences={s: math.log(p) for s, p in PROBS.items()})
 
 
 @pytest.fixture
@@ -100,8 +98,9 @@ def bern_kl(p, q):
 
 
 def test_metrics_by_hand(prepared):
-    options = {"datasets": ["genderlex_wino"], "vectors": str(prepared / "v.txt"), "vectors_format": "glove"}
-    result = BENCHMARK.run(SentenceScorer(), prepared, options, EvalContext(bootstrap_samples=0, progress=False))
+    options = {"datasets": ["genderlex_wino"], "vectors": str(prepared / "v.txt"), "vectors_format": "glove",
+               "sentence_prob": "geometric"}
+    result = BENCHMARK.run(sentence_scorer(), prepared, options, EvalContext(bootstrap_samples=0, progress=False))
     m = {k.removeprefix("cloze_gender/genderlex_wino/"): v.value for k, v in result.metrics.items()}
     # winobias verb: CGS_m = (0.3^0, 0.1^1), CGS_w = (0.2, 0.4): M, W -> 1/2 ; HB W, M -> no match either way
     assert m["winobias/verb/him_ratio"] == pytest.approx(0.5)
@@ -121,7 +120,7 @@ def test_metrics_by_hand(prepared):
 
 def test_missing_optional_table_is_skipped_with_the_reason(tmp_path):
     options = {"datasets": ["genderlex_wino"]}
-    result = BENCHMARK.run(SentenceScorer(), tmp_path, options, EvalContext(bootstrap_samples=0, progress=False))
+    result = BENCHMARK.run(sentence_scorer(), tmp_path, options, EvalContext(bootstrap_samples=0, progress=False))
     assert result.metrics == {}
     (reason,) = result.tables["cloze_gender_genderlex_wino_skipped"]["reason"]
     assert "genderlex_wino.parquet not prepared" in reason

@@ -192,12 +192,12 @@ def test_aggregation_reproduces_the_authors_statistics(mirror, column, model):
         assert round(100 * metrics[name].value, 1) == expected[column], name
 
 
-def test_defective_pairs_are_scored_unless_dropped(tmp_path, fake_lm):
+def test_defective_pairs_are_scored_unless_dropped(tmp_path):
     """The authors score the identical pair (a tie: not pro-preferred); drop_defective leaves it out."""
     frame = PAIRS.assign(is_defective=False)
     frame.loc[len(frame)] = (7, "Мужчина, женщина.", "Мужчина, женщина.", "lgbtq", "freeform_repres", False, True)
     frame.to_parquet(tmp_path / "rubia.parquet")
-    kept = BENCHMARK.run(fake_lm(SCORES), tmp_path, {}, CTX).metrics
+    kept = BENCHMARK.run(FakeScorer(sentences=SCORES), tmp_path, {}, CTX).metrics
     assert kept["rubia/pro_share/lgbtq/freeform_repres"].value == 0.0 and kept["rubia/pro_share/lgbtq"].n == 2
-    dropped = BENCHMARK.run(fake_lm(SCORES), tmp_path, {"drop_defective": True}, CTX).metrics
+    dropped = BENCHMARK.run(FakeScorer(sentences=SCORES), tmp_path, {"drop_defective": True}, CTX).metrics
     assert dropped["rubia/pro_share/lgbtq"].n == 1

@@ -70,7 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "datasets": list(DATASETS),
     "vectors": "model",
     "vectors_format": None,
-    "sentence_prob": "geometric",
+    "sentence_prob": "authors",  # the authors' meanpro mean (Tables 4, 5); geometric = exp(mean log-prob)
     "drop_duplicates": False,   # authors: every row of the files counts (17-18 repeated pairs per file)
     "weat": "paper",            # paper: S(X, Y, A, B); effect_size: Caliskan's d over context words
     "crows_concepts": None,     # CSV (pair_id, concept) for CGS on CrowS-Pairs; the paper's concepts are unreleased
@@ -164,12 +164,26 @@ def score_cloze(lm, items: pd.DataFrame) -> list:
         raise ValueError(f"genderlex.parquet row {exc.index % n} ({column}): {exc.problem}") from None
 
 
+def predicts_first_token(lm) -> bool:
+    """Whether the authors' ``prob_mean`` would score a sentence's first token with this scorer.
+
+    Their forward pass starts at the tokenizer's output: the first token is predicted only after a BOS
+    the tokenizer adds. A causal scorer reports that as its resolved ``format.add_bos`` (a prompt prefix or
+    chat template also precedes the sentence); a scorer without a prompt format (masked) predicts every token.
+    """
+    fmt = getattr(lm, "format", None)
+    return fmt is None or bool(fmt.add_bos or fmt.prefix or fmt.chat)
+
+
 def score_sentences(lm, sentences: Sequence[str], mode: str) -> SentenceScores:
     """Score unique sentences in one scorer call: geometric mean of token probabilities, or the authors' mean.
 
     ``geometric``: ``exp(log P / n_tokens)`` from ``lm.sentence_scores`` (causal: from BOS; masked: PPLL).
-    ``authors``: the arithmetic mean of token probabilities leaving out tokens that are ``"."``
+    ``authors``: the arithmetic mean of token probabilities leaving out the ``"."`` token
     (``meanpro_metric.prob_mean``), from ``lm.token_scores``; ``logprob`` is still the sum over every token.
+    Like the authors' ``model(tokenizer.encode(text))``, the sentence's first token is predicted only when
+    something precedes it: a BOS the tokenizer adds (``scoring.add_bos``), a prompt prefix, or a masked
+    LM's own context (:func:`predicts_first_token`); GPT-2 and the default model never predict it.
     """
     unique = list(dict.fromkeys(sentences))
     if not unique:
@@ -184,11 +198,12 @@ def score_sentences(lm, sentences: Sequence[str], mode: str) -> SentenceScores:
         prob = {s: math.exp(logprob[s] / n_tokens[s]) for s in unique}
         return SentenceScores(prob, logprob, n_tokens)
     tokens = lm.token_scores(unique)
+    skip = 0 if predicts_first_token(lm) else 1
     prob, logprob, n_tokens = {}, {}, {}
     for s, scored in zip(unique, tokens):
         if not scored:
             raise ValueError(f"sentence has no scorable tokens: {s!r}")
-        kept = [math.exp(t.logprob) for t in scored if t.text.strip() != "."]
+        kept = [math.exp(t.logprob) for t in scored[skip:] if t.text != "."]
         logprob[s] = float(sum(t.logprob for t in scored))
         n_tokens[s] = len(kept)
         prob[s] = float(np.mean(kept)) if kept else float("nan")
