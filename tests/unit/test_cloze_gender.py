@@ -590,7 +590,7 @@ def test_authors_mean_scores_the_first_token_only_after_a_bos_or_prefix():
     """meanpro_metric.prob_mean never predicts the first token of GPT-2 (no BOS), does for Llama (BOS added)."""
     from types import SimpleNamespace
 
-    from biaslab.benchmarks.cloze_gender import predicts_first_token, score_sentences
+    from biaslab.benchmarks.cloze_gender.scoring import predicts_first_token, score_sentences
     from biaslab.scoring.protocol import TokenScore
 
     def scorer(add_bos, prefix=""):

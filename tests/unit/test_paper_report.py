@@ -10,7 +10,7 @@ import pytest
 from biaslab.benchmarks.base import PaperTable, VariantEvaluation
 from biaslab.benchmarks.cloze_gender import BENCHMARK as CLOZE
 from biaslab.benchmarks.rubia import BENCHMARK as RUBIA
-from biaslab.benchmarks.rubia import PAPER_TABLE_1
+from biaslab.benchmarks.rubia.metrics import PAPER_TABLE_1
 from biaslab.metrics.values import MetricValue
 from biaslab.paper_report import (
     collect_paper_tables,

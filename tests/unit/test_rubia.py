@@ -171,7 +171,7 @@ def test_aggregation_reproduces_the_authors_statistics(mirror, column, model):
     """Our pair rules and aggregation on the authors' per-pair perplexities give their published shares."""
     import math
 
-    from biaslab.benchmarks.rubia import compute_metrics
+    from biaslab.benchmarks.rubia.metrics import compute_metrics
 
     path = mirror / "rubia" / "scored_data.tsv"
     if not path.is_file():

@@ -56,7 +56,7 @@ the released file is not (option `lowercase`)."""
 
 
 def table_1(variants: Mapping[str, VariantEvaluation]) -> PaperTable:
-    from biaslab.benchmarks.rubia import PAPER_TABLE_1
+    from biaslab.benchmarks.rubia.metrics import PAPER_TABLE_1
 
     index = [(section, row) for section, _, rows in PAPER_TABLE_1 for row, _ in rows]
     frame = pd.DataFrame(index=pd.MultiIndex.from_tuples(index, names=["section", "row"]))

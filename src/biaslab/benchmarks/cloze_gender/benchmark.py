@@ -1,0 +1,108 @@
+"""The ClozeGender benchmark: reads its tables, asks the scorer once per request kind, computes every metric."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+
+from .collector import MetricCollector
+from .crows import crows_items, crows_metrics, crows_predictions, read_concepts
+from .genderlex import genderlex_metrics, genderlex_predictions, wino_predictions
+from .items import cloze_items, read_table
+from .options import DEFAULTS, NAME, OPTIONAL_DATASETS, validate
+from .scoring import score_cloze, score_sentences
+from .winobias_winogender import winobias_metrics, winobias_predictions, winogender_metrics, winogender_predictions
+
+class ClozeGenderBenchmark:
+    name = NAME
+    language = "en"
+
+    def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        from biaslab.static_vectors import load_static_vectors
+
+        opts = check_options(NAME, dict(options or {}), DEFAULTS)
+        validate(opts)
+        tables, skipped = {}, {}
+        for d in opts["datasets"]:
+            if d in OPTIONAL_DATASETS and not (Path(prepared_dir) / f"{d}.parquet").is_file():
+                skipped[d] = (f"{Path(prepared_dir) / f'{d}.parquet'} not prepared: its source files were not available "
+                              "to the prepare stage (see prepare_report.json and docs/cloze_gender.md)")
+                continue
+            tables[d] = read_table(prepared_dir, d)
+        if "crows_pairs" in tables:
+            tables["crows_pairs"] = crows_items(tables["crows_pairs"], read_table(prepared_dir, "gender_pairs"))
+        concepts = read_concepts(opts["crows_concepts"]) if opts["crows_concepts"] else None
+        if not tables:
+            return BenchmarkResult({}, tables={f"cloze_gender_{d}_skipped": pd.DataFrame({"reason": [r]})
+                                               for d, r in skipped.items()})
+        male_attr, female_attr = list(opts["male_attributes"]), list(opts["female_attributes"])
+
+        # 1. requests: ClozeLast pronouns (one call) and whole sentences (one call)
+        items = cloze_items(tables["genderlex"]) if "genderlex" in tables else None
+        cloze_scores = score_cloze(lm, items) if items is not None else []
+        sentences: list[str] = []
+        if "winobias" in tables:
+            sentences += list(tables["winobias"]["pro_sentence"]) + list(tables["winobias"]["anti_sentence"])
+        if "winogender" in tables:
+            wg = tables["winogender"]
+            sentences += list(wg["sentence_male"]) + list(wg["sentence_female"]) + list(wg["sentence_neutral"])
+        for d in ("genderlex_wino", "crows_pairs"):
+            if d in tables:
+                sentences += list(tables[d]["sent_m"]) + list(tables[d]["sent_w"])
+        sent_scores = score_sentences(lm, sentences, opts["sentence_prob"])
+
+        # 2. static vectors for every word sim() or WEAT needs
+        words = set(male_attr) | set(female_attr) if opts["weat"] == "effect_size" else set()
+        if items is not None:
+            words |= set(items["pronoun_m"]) | set(items["pronoun_w"]) | set(items["context"])
+        if "winobias" in tables:
+            wb = tables["winobias"]
+            words |= set(wb["pro_pronoun"]) | set(wb["anti_pronoun"]) | {o for o in wb["occupation"] if o}
+        if "genderlex_wino" in tables:
+            gw = tables["genderlex_wino"]
+            words |= set(gw["pronoun_m"]) | set(gw["pronoun_w"]) | set(gw["context"])
+        if "crows_pairs" in tables and concepts is not None:
+            words |= set(tables["crows_pairs"]["word_m"]) | set(tables["crows_pairs"]["word_w"]) | set(concepts.values())
+        vectors = load_static_vectors(opts["vectors"], opts["vectors_format"], words, lm)
+
+        # 3. predictions and metrics
+        metrics = MetricCollector(ctx)
+        result = BenchmarkResult(metrics.values)
+        if items is not None:
+            n = len(items)
+            pred = genderlex_predictions(items, cloze_scores[:n], cloze_scores[n:], vectors)
+            result.predictions["cloze_gender_genderlex"] = pred
+            result.tables["cloze_gender_genderlex"] = genderlex_metrics(pred, vectors, opts, metrics)
+        if "genderlex_wino" in tables:
+            pred = wino_predictions(tables["genderlex_wino"], sent_scores, vectors)
+            result.predictions["cloze_gender_genderlex_wino"] = pred
+            result.tables["cloze_gender_genderlex_wino"] = genderlex_metrics(
+                pred, vectors, opts, metrics, dataset="genderlex_wino", group="dataset")
+        if "crows_pairs" in tables:
+            pred = crows_predictions(tables["crows_pairs"], sent_scores, vectors, concepts)
+            result.predictions["cloze_gender_crows"] = pred
+            result.tables["cloze_gender_crows"] = crows_metrics(pred, vectors, opts, metrics)
+        for d, reason in skipped.items():
+            result.tables[f"cloze_gender_{d}_skipped"] = pd.DataFrame({"reason": [reason]})
+        if "winobias" in tables:
+            pred = winobias_predictions(tables["winobias"], sent_scores, vectors)
+            result.predictions["cloze_gender_winobias"] = pred
+            result.tables["cloze_gender_winobias"] = winobias_metrics(pred, metrics)
+        if "winogender" in tables:
+            pred = winogender_predictions(tables["winogender"], sent_scores)
+            result.predictions["cloze_gender_winogender"] = pred
+            result.tables["cloze_gender_winogender_occupations"] = winogender_metrics(pred, metrics)
+        return result
+
+    def paper_tables(self, variants):
+        """The paper's Tables 2, 4 and 5 for every evaluated variant (:mod:`biaslab.benchmarks.cloze_gender.paper`)."""
+        from biaslab.benchmarks.cloze_gender.paper import paper_tables
+
+        return paper_tables(variants)
+
+
+BENCHMARK = ClozeGenderBenchmark()

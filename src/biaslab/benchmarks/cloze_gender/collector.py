@@ -1,0 +1,53 @@
+"""Metric values of the ClozeGender benchmark, with seeded bootstrap CIs, and the statistics they share.
+
+The statistics read boolean / numeric columns (the same numbers as :func:`biaslab.metrics.association.bias_ratio`
+/ ``human_bias_match`` / ``kl_bias`` on the string columns, tested) because string comparisons in 1000
+resamples per group are slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from biaslab.benchmarks.base import EvalContext
+from biaslab.metrics import association as assoc
+from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.values import MetricValue
+
+from .options import NAME
+
+class MetricCollector:
+    """Collects MetricValues under ``cloze_gender/<name>`` with seeded bootstrap CIs."""
+
+    def __init__(self, ctx: EvalContext):
+        self.ctx, self.values = ctx, {}
+
+    def add(self, name: str, frame: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], direction: str,
+            ideal: float | None, description: str, ci: bool = True, unit: str | None = None) -> float:
+        value = float(statistic(frame)) if len(frame) else float("nan")
+        low = high = None
+        if ci and np.isfinite(value):
+            low, high = bootstrap_ci(frame, statistic, samples=self.ctx.bootstrap_samples, seed=self.ctx.seed,
+                                     confidence=self.ctx.confidence, unit=unit)
+        self.values[f"{NAME}/{name}"] = MetricValue(value, direction, ideal, low, high, len(frame), description)
+        return value
+
+
+def him_ratio_statistic(f: pd.DataFrame) -> float:
+    n_m, n_w = int(f["prefers_m"].to_numpy().sum()), int(f["prefers_w"].to_numpy().sum())
+    return n_m / (n_m + n_w) if n_m + n_w else float("nan")
+
+
+def hb_match_statistic(f: pd.DataFrame) -> float:
+    return float(f["hb_match"].to_numpy().mean())
+
+
+def kl_statistic(f: pd.DataFrame) -> float:
+    return assoc.kl_bias(f["cgs_m"].to_numpy(), f["cgs_w"].to_numpy())
+
+
+def lm_kl_statistic(f: pd.DataFrame) -> float:
+    return assoc.kl_bias(f["p_m"].to_numpy(), f["p_w"].to_numpy())

@@ -1,0 +1,45 @@
+"""The CrowS-Pairs benchmark: options, one scorer call for every pair, metrics and the by-bias-type table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.benchmarks.pair_preference import score_pairs
+
+from .items import load_pairs
+from .metrics import by_bias_type, compute_metrics, stereotype_votes
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "drop_duplicates": False,  # true: drop the is_duplicate pair (the harness and metric.py keep it)
+    "masked_round_decimals": 3,  # the original metric's tie rule for masked LMs; null = no rounding
+}
+
+
+class CrowsPairs:
+    name = "crows_pairs"
+    language = "en"
+
+    def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        options = check_options(self.name, options, DEFAULT_OPTIONS)
+        pairs = load_pairs(prepared_dir, bool(options["drop_duplicates"]))
+        scored = score_pairs(
+            lm, pairs["sent_more"].tolist(), pairs["sent_less"].tolist(), "mpll",
+            desc="crows_pairs" if ctx.progress else None,
+        ).rename(columns={"score_first": "score_more", "score_second": "score_less", "n_first": "n_more",
+                          "n_second": "n_less"}).drop(columns="first_preferred")
+        votes = stereotype_votes(scored, options["masked_round_decimals"])
+        predictions = pd.concat([pairs, scored, votes], axis=1)
+        predictions["likelihood_diff"] = (predictions["score_more"] - predictions["score_less"]).abs()
+        metrics = compute_metrics(predictions, ctx)
+        return BenchmarkResult(
+            metrics=metrics,
+            predictions={"crows_pairs_pairs": predictions},
+            tables={"crows_pairs_by_bias_type": by_bias_type(predictions)},
+        )
+
+
+BENCHMARK = CrowsPairs()

@@ -1,0 +1,63 @@
+"""The RuBia benchmark: options, one scorer call for every pair, metrics and the paper's table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
+from biaslab.benchmarks.pair_preference import NORMALIZATIONS, score_pairs
+
+from .items import load_pairs, masked_methods
+from .metrics import compute_metrics
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "lowercase": False,  # true: lower-case both sentences (the paper's preprocessing; the released file is not)
+    "drop_defective": False,  # true: leave out the malformed pair 1370 and the identical pair 2161 (authors score them)
+    "normalize": "sum",  # "mean": per-token scores, as the authors' perplexity comparison
+    "ppll_domains": ["gender"],  # masked LMs: domains scored with PPLL (others: MPLL)
+    "ppll_subdomains": ["lgbtq/freeform_gendergap"],  # masked LMs: <domain>/<subdomain> also scored with PPLL
+    "exclude_from_aggregates": ["lgbtq/freeform_gendergap"],  # left out of domain and overall scores
+}
+
+
+class RuBia:
+    name = "rubia"
+    language = "ru"
+
+    def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        options = check_options(self.name, options, DEFAULT_OPTIONS)
+        if options["normalize"] not in NORMALIZATIONS:
+            raise ValueError(f"rubia option normalize must be one of {NORMALIZATIONS}")
+        for flag in ("lowercase", "drop_defective"):
+            if not isinstance(options[flag], bool):
+                raise ValueError(f"rubia option {flag} must be true or false")
+        pairs = load_pairs(prepared_dir, options["drop_defective"])
+        pro, anti = pairs["pro"].tolist(), pairs["anti"].tolist()
+        if options["lowercase"]:
+            pro, anti = [t.lower() for t in pro], [t.lower() for t in anti]
+        scored = score_pairs(
+            lm, pro, anti, masked_methods(pairs, options),
+            normalize=options["normalize"], desc="rubia" if ctx.progress else None,
+        )
+        predictions = pd.concat([pairs, scored], axis=1).rename(
+            columns={"score_first": "score_pro", "score_second": "score_anti", "n_first": "n_pro",
+                     "n_second": "n_anti", "first_preferred": "prefers_pro"}
+        )
+        key = predictions["domain"] + "/" + predictions["subdomain"]
+        predictions["in_aggregates"] = ~predictions["is_duplicate"] & ~key.isin(options["exclude_from_aggregates"])
+        metrics, table = compute_metrics(predictions, ctx)
+        return BenchmarkResult(
+            metrics=metrics, predictions={"rubia_pairs": predictions}, tables={"rubia_scores": table}
+        )
+
+    def paper_tables(self, variants):
+        """The paper's Table 1 for every evaluated variant (:mod:`biaslab.benchmarks.rubia.paper`)."""
+        from biaslab.benchmarks.rubia.paper import paper_tables
+
+        return paper_tables(variants)
+
+
+BENCHMARK = RuBia()
