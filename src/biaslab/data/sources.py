@@ -88,6 +88,15 @@ _WINOBIAS = ("uclanlp/corefBias", "0bce984dd081bbc10b0622f326727a024c607895")
 _WINOGENDER = ("rudinger/winogender-schemas", "1c7f8b481ad8a234b41e9f76a424d6e856e13f7f")
 _GENDERLEX = ("ahmedssabir/GenderLex", "f103c823ae33c1f72a97f7a9993741c08e09ed89")
 
+# Optional files: the ClozeGender authors' WinoBias / Winogender sentences with the extracted verb / occupation
+# (paper Table 4). Not in the shared mirror; prepare writes genderlex_wino.parquet only when they can be had.
+OPTIONAL_REMOTE: dict[str, RemoteFile] = _pinned(_GENDERLEX, "genderlex/extracted", "data", {
+    "WinoBias/winobias_verb.csv": "8b982528691b3c577a04b1dc95e643290b02049e71090a5da3d6e3ef60a5b635",
+    "WinoBias/winobias_occ.csv": "9c29c6ee9aee577ebd5e17741150fb5fb07eafe7012d136ae80139bf6ced5822",
+    "WinoGender/winogender_verb.csv": "243a07d2771bfb13b160901c083cd5620cf88be889eb0e5450a80d7d547d6fc2",
+    "WinoGender/winogender_occ.csv": "3d50536f5d6579e5851b9e4c6af2275f4914ee1cdcf7e7181ff8758f97e3eabc",
+})
+
 REMOTE: dict[str, RemoteFile] = {
     **_pinned(_GBEM, "gbem_ua", "data", {
         "acc_dataset/train_dataset_acc.csv": "946ed5ef495606ae869f9620d18bd2473ba2d67b2b1de3df6843d2bf93a8fa8f",
@@ -131,14 +140,7 @@ REMOTE: dict[str, RemoteFile] = {
         "Gender_neutral_PN/GenderLex_noun_GN_PN.csv": "1d9f3f110de11fdcca5423926f18645d899a9cd724c1a43f3b0b69028f71e8f9",
         "Gender_neutral_PN/GenderLex_occ_GN_PN.csv": "7f2d6f0472aeb3c834a0a5157096562f1392444e0601dc393aa610c576526a15",
     }),
-    # optional: the authors' WinoBias / Winogender sentences with extracted verb / occupation (paper Table 4);
-    # not in the shared mirror, so prepare writes genderlex_wino.parquet only when they can be had
-    **_pinned(_GENDERLEX, "genderlex/extracted", "data", {
-        "WinoBias/winobias_verb.csv": "8b982528691b3c577a04b1dc95e643290b02049e71090a5da3d6e3ef60a5b635",
-        "WinoBias/winobias_occ.csv": "9c29c6ee9aee577ebd5e17741150fb5fb07eafe7012d136ae80139bf6ced5822",
-        "WinoGender/winogender_verb.csv": "243a07d2771bfb13b160901c083cd5620cf88be889eb0e5450a80d7d547d6fc2",
-        "WinoGender/winogender_occ.csv": "3d50536f5d6579e5851b9e4c6af2275f4914ee1cdcf7e7181ff8758f97e3eabc",
-    }),
+    **OPTIONAL_REMOTE,
 }
 
 
