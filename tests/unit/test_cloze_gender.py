@@ -210,6 +210,13 @@ def test_genderlex_combined_column_is_the_product_over_context_types(tmp_path):
     table = result.tables["cloze_gender_genderlex"].set_index(["subject", "context_type"])
     assert table.loc[("occupation", "combined"), "him_ratio"] == pytest.approx(value)
     assert table.loc[("occupation", "combined"), "human_m"] == pytest.approx(0.5)
+    # rows missing from one file (a sampled run) are left out; a row with another sentence is an error
+    broken = pd.concat(frames, ignore_index=True)
+    broken.loc[(broken["context_type"] == "occ") & (broken["row"] == 2), ["sent_m", "sent_w"]] = [
+        CLOZE_ROWS[0][0] + " him", CLOZE_ROWS[0][0] + " her"]
+    broken.to_parquet(tmp_path / "genderlex.parquet")
+    with pytest.raises(ValueError, match="row 2 of the occ file is not the same sentence"):
+        BENCHMARK.run(FakeClozeScorer(), tmp_path, options, NO_CI)
 
 
 def test_winobias_and_winogender_by_hand(prepared):

@@ -3,10 +3,11 @@
 Reduced benchmark sizes without touching any benchmark: ``prepare`` keeps at most ``per_group`` *units*
 of each *stratum* of a table, chosen by a seeded shuffle. A unit is what a benchmark's metric needs
 whole (a GBEM-UA profession with all its male/female, feminitive and experience rows; a Winogender
-occupation; a sentence pair elsewhere); strata are the groups a metric is reported for (GBEM-UA split,
-OccuGender job group, CrowS-Pairs bias type, RuBia subdomain, WinoBias type and split, GenderLex
-subject and context type), so no reported group goes empty. The gender word pairs are kept whole (the
-embedding edit's subspace), and ``gbem_ua_split.json`` lists the professions that remain.
+occupation; a GenderLex sentence with its rows in all nine files, for the combined column; a sentence
+pair elsewhere); strata are the groups a metric is reported for (GBEM-UA split, OccuGender job group,
+CrowS-Pairs bias type, RuBia subdomain, WinoBias type and split, the ClozeGender authors' extracted
+WinoBias/Winogender dataset and context type), so no reported group goes empty. The gender word pairs
+are kept whole (the embedding edit's subspace), and ``gbem_ua_split.json`` lists the professions that remain.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ UNITS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "crows_pairs.parquet": (None, ("bias_type",)),
     "winobias.parquet": (None, ("type", "split")),
     "winogender.parquet": ("occupation", ()),
-    "genderlex.parquet": (None, ("subject", "context_type")),
+    "genderlex.parquet": ("row", ()),  # a sentence in every folder and context file (the combined column)
+    "genderlex_wino.parquet": (None, ("dataset", "context_type")),
 }
 
 

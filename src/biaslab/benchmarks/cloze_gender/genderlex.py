@@ -84,20 +84,26 @@ def weat_value(g: pd.DataFrame, vectors, opts: dict[str, Any]) -> float:
 def combined_rows(g: pd.DataFrame) -> pd.DataFrame:
     """One row per sentence of a subject folder: CGS products over its noun, verb and occ rows (Table 2).
 
-    The three files of a folder hold the same sentences in the same order (checked here by sentence);
-    a folder missing a context type gives no combined rows.
+    The three files of a folder hold the same sentences in the same order; rows are matched by ``row``
+    (those present in all three; a row whose sentence differs between the files is an error). A folder
+    missing a context type gives no combined rows.
     """
     parts = {c: p.set_index("row") for c, p in g.groupby("context_type")}
     if set(parts) != set(CONTEXT_TYPES):
         return g.iloc[0:0]
     rows = parts[CONTEXT_TYPES[0]].index
     for c in CONTEXT_TYPES[1:]:
-        if not parts[c].index.equals(rows) or not (parts[c]["sent_m"] == parts[CONTEXT_TYPES[0]]["sent_m"]).all():
-            raise ValueError(f"genderlex {g['subject'].iloc[0]}: the {c} rows are not the same sentences as the "
-                             f"{CONTEXT_TYPES[0]} rows; the combined column needs aligned files")
+        rows = rows.intersection(parts[c].index, sort=False)
+    reference = parts[CONTEXT_TYPES[0]].loc[rows, "sent_m"].to_numpy()
+    for c in CONTEXT_TYPES[1:]:
+        differ = rows[parts[c].loc[rows, "sent_m"].to_numpy() != reference]
+        if len(differ):
+            raise ValueError(f"genderlex {g['subject'].iloc[0]}: row {differ[0]} of the {c} file is not the same "
+                             f"sentence as in the {CONTEXT_TYPES[0]} file; the combined column needs aligned files")
     out = pd.DataFrame({"row": rows})
     for side in ("m", "w"):
-        out[f"cgs_{side}"] = assoc.combined_scores([parts[c][f"cgs_{side}"].to_numpy() for c in CONTEXT_TYPES])
+        out[f"cgs_{side}"] = assoc.combined_scores(
+            [parts[c].loc[rows, f"cgs_{side}"].to_numpy() for c in CONTEXT_TYPES])
     out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
     out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
     return out
