@@ -70,7 +70,7 @@ def test_loader_returns_none_with_the_reason_when_a_file_is_missing(tmp_path):
     report = PrepareReport()
     assert genderlex_wino.load(DataConfig(mirror_dir=str(tmp_path), allow_download=False), report) is None
     (event,) = report.to_dict()["files"]["genderlex/extracted/WinoGender/winogender_occ.csv"]["events"]
-    assert "optional file not available" in event["reason"] and "allow_download is false" in event["reason"]
+    assert "optional file not available" in event["reason"] and "genderlex_wino.parquet not written" in event["reason"]
 
 
 def test_loader_rejects_a_bad_label(tmp_path):

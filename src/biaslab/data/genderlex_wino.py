@@ -80,9 +80,11 @@ def load(cfg: DataConfig, report: PrepareReport | None = None) -> datasets.Datas
     report = report if report is not None else PrepareReport()
     paths = {}
     for key, rel in FILES.items():
-        path, why = sources.resolve_optional(cfg, rel)
-        if path is None:
-            report.file(rel).note(f"optional file not available, genderlex_wino.parquet not written: {why}", count=1)
+        path, _ = sources.resolve_optional(cfg, rel)
+        if path is None:  # the same note whatever the cause, so the report does not depend on paths or network
+            report.file(rel).note("optional file not available (not in the mirror nor the download cache, and not "
+                                  "downloadable: data.allow_download off, or no network); genderlex_wino.parquet "
+                                  "not written", count=1)
             return None
         paths[key] = path
     out = []
