@@ -213,6 +213,8 @@ def test_rubia_reads_quoted_line_breaks(tmp_path, mirror, monkeypatch):
     monkeypatch.setenv("BIASLAB_DATA_DIR", str(mirror_dir))
     report = PrepareReport()
     frame = rubia.load(DataConfig(allow_download=False), report).to_pandas()
-    assert frame["pro"].tolist() == ["Он врач. Он умный"]
+    assert frame["pro"].tolist() == ["Он врач. Он умный", "Он"]
+    assert frame["is_defective"].tolist() == [False, True]  # the identical pair is kept, flagged (authors score it)
     reasons = {e["reason"]: e["rows"] for e in report.file(rubia.FILE).events}
-    assert reasons["pro-trope and anti-trope sentences are identical"] == [2]
+    assert reasons["pro-trope and anti-trope sentences are identical; kept with is_defective=True (rubia option "
+                   "drop_defective leaves it out)"] == [2]
