@@ -29,7 +29,7 @@ def test_another_fingerprint_never_reads_stale_scores(tmp_path, tiny_causal_mode
     calls = []
     scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, cache=other)
     original = scorer._compute
-    scorer._compute = lambda reqs, desc: calls.append(len(reqs)) or original(reqs, desc)
+    scorer._compute = lambda reqs, *rest: calls.append(len(reqs)) or original(reqs, *rest)
     scorer.loglikelihood(REQUESTS)
     assert calls == [len(REQUESTS)]  # every request recomputed for the new model
 

@@ -259,18 +259,17 @@ class CausalScorer:
         return [PairScore(SENTENCE_LOGLIKELIHOOD, scores[i], scores[n + i]) for i in range(n)]
 
     def token_scores(self, sentences: Sequence[str], desc: str | None = None) -> list[list[TokenScore]]:
-        """Each token's ``log P(t_k | BOS, t_<k)``: one single-token request per position, one engine call."""
-        token_requests, owners = [], []
-        for s, sentence in enumerate(sentences):
-            tr = self.format.sentence_request(sentence)
-            for j, token in enumerate(tr.continuation_ids):
-                token_requests.append(TokenRequest(tr.context_ids + tr.continuation_ids[:j], (token,)))
-                owners.append(s)
-        scores = self.loglikelihood_tokens(token_requests, desc=desc)
-        out: list[list[TokenScore]] = [[] for _ in sentences]
-        for s, request, score in zip(owners, token_requests, scores):
-            out[s].append(TokenScore(self.tokenizer.decode([request.continuation_ids[0]]), score.logprob))
-        return out
+        """Each token's ``log P(t_k | BOS, t_<k)``: one request (one forward row) per sentence, one engine call.
+
+        The sentence is encoded exactly as :meth:`sentence_scores` encodes it (BOS, prompt prefix) and the
+        engine returns every continuation token's log-probability from the same pass that sums them
+        (``loglikelihood_tokens(..., per_token=True)``), so ``sum(token logprobs) == sentence_scores``.
+        """
+        requests = [self.format.sentence_request(sentence) for sentence in sentences]
+        scores = self.loglikelihood_tokens(requests, desc=desc, per_token=True)
+        return [[TokenScore(self.tokenizer.decode([token]), logprob)
+                 for token, logprob in zip(request.continuation_ids, score.token_logprobs)]
+                for request, score in zip(requests, scores)]
 
     def cloze_scores(self, contexts: Sequence[str], words: Sequence[str], desc: str | None = None) -> list[SentenceScore]:
         """``log P(" " + word | context)`` for every (context, word); duplicates scored once."""
@@ -328,9 +327,13 @@ class CausalScorer:
                          for r, k in zip(pair, ij)) for pair, ij in zip(pair_requests, pairs)],
         )
 
-    def loglikelihood_tokens(self, requests: Sequence[TokenRequest], desc: str | None = None) -> list[Score]:
+    def loglikelihood_tokens(self, requests: Sequence[TokenRequest], desc: str | None = None,
+                             per_token: bool = False) -> list[Score]:
         """Score pre-tokenised requests; results come back in input order.
 
+        ``per_token=True`` also returns each continuation token's log-probability
+        (:attr:`Score.token_logprobs`), read from the same forward pass at no extra model cost - a
+        sentence's per-token scores are one request, not one request per token.
         With a :class:`~biaslab.scoring.cache.ScoreCache` (``scoring.cache_dir``), requests this model
         (same fingerprint) has scored before are read back instead of recomputed.
         """
@@ -338,23 +341,23 @@ class CausalScorer:
             if not r.context_ids or not r.continuation_ids:
                 raise ValueError(f"request {i}: context and continuation must both be non-empty token lists")
         if self.cache is None:
-            return self._compute(requests, desc)
+            return self._compute(requests, desc, per_token)
         keys = [self.cache.key(r) for r in requests]
-        known = self.cache.get_many(sorted(set(keys)))
+        known = self.cache.get_many(sorted(set(keys)), per_token=per_token)
         todo = {k: r for k, r in zip(keys, requests) if k not in known}
         if todo:
-            fresh = self._compute(list(todo.values()), desc)
+            fresh = self._compute(list(todo.values()), desc, per_token)
             computed = dict(zip(todo, fresh))
             self.cache.put_many(computed)
             known.update(computed)
         return [known[k] for k in keys]
 
-    def _compute(self, requests: Sequence[TokenRequest], desc: str | None) -> list[Score]:
+    def _compute(self, requests: Sequence[TokenRequest], desc: str | None, per_token: bool = False) -> list[Score]:
         requests = [self._fit_to_window(i, r) for i, r in enumerate(requests)]
         results: list[Score | None] = [None] * len(requests)
         chunks = list(self._chunks(self._group(requests), requests))
         for chunk in progress(chunks, len(chunks), desc):
-            scores = self._score_chunk([(n, [requests[i] for i in group]) for n, group in chunk])
+            scores = self._score_chunk([(n, [requests[i] for i in group]) for n, group in chunk], per_token)
             for i, score in zip((i for _, group in chunk for i in group), scores):
                 results[i] = score
         bad = [i for i, s in enumerate(results) if not math.isfinite(s.logprob)]
@@ -488,7 +491,7 @@ class CausalScorer:
 
     # ------------------------------------------------------------------ forward passes
     @torch.inference_mode()
-    def _score_chunk(self, chunk: Sequence[tuple[int, Sequence[TokenRequest]]]) -> list[Score]:
+    def _score_chunk(self, chunk: Sequence[tuple[int, Sequence[TokenRequest]]], per_token: bool = False) -> list[Score]:
         """Score a chunk of groups: each group's prefix runs once, only members' suffixes run again.
 
         Prefix pass: prefixes left-padded to ``Wp`` (``[G, Wp]``) so they end together (explicit
@@ -497,7 +500,9 @@ class CausalScorer:
         the whole fed sequence and ``K`` its continuation length: a plain left-padded batch row.
         Suffix pass: members' remaining fed tokens, right-padded (``[R, Ws]``), attend to their own
         group's cached prefix (KV gathered with ``index_select`` over the batch dim). Each continuation
-        token's log-prob is then read from whichever pass predicted it. Returns scores in group-major order.
+        token's log-prob is then read from whichever pass predicted it. Returns scores in group-major order;
+        with ``per_token`` each score also carries its tokens' log-probs (a member's tokens are scored in
+        order, those predicted inside the prefix before those of its suffix).
         """
         members = [(g, r) for g, (_, group) in enumerate(chunk) for r in group]
         fed = [self._fed(r) for _, r in members]
@@ -551,6 +556,7 @@ class CausalScorer:
                     passes[False].add((suffix_row[m], k - 1 - length), full[k], m)
         totals = torch.zeros(len(members), dtype=torch.float64)
         misses = torch.zeros(len(members), dtype=torch.long)
+        token_logprobs: list[list[float]] = [[] for _ in members] if per_token else []
         for states, scored in ((prefix_out, passes[True]), (suffix_out, passes[False])):
             if not scored.targets:
                 continue
@@ -562,9 +568,14 @@ class CausalScorer:
             logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of, device=logits.device),
                                               torch.tensor(scored.targets, device=logits.device))
             owner_t = torch.tensor(scored.owners)
-            totals.index_add_(0, owner_t, logprob.cpu())
+            logprob = logprob.cpu()
+            totals.index_add_(0, owner_t, logprob)
             misses.index_add_(0, owner_t, (~greedy).long().cpu())
-        return [Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0)) for m, (_, r) in enumerate(members)]
+            if per_token:  # the prefix pass's tokens of a member precede its suffix pass's: order is kept
+                for m, value in zip(scored.owners, logprob.tolist()):
+                    token_logprobs[m].append(value)
+        return [Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0),
+                      tuple(token_logprobs[m]) if per_token else None) for m, (_, r) in enumerate(members)]
 
     def _forward(self, input_ids, attention, positions, keep: int, use_cache: bool, cache=None):
         """One pass over ``[B, T]``; returns the last ``keep`` columns' outputs and the KV cache.

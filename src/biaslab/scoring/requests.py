@@ -36,11 +36,14 @@ class Score:
     ``logprob``: sum of the continuation tokens' log-probabilities (natural log).
     ``n_tokens``: number of continuation tokens (for per-token means / geometric means).
     ``is_greedy``: every continuation token is the argmax of its position's distribution.
+    ``token_logprobs``: each continuation token's log-probability, in order - only when asked for
+    (``loglikelihood_tokens(..., per_token=True)``), else ``None``; ``logprob`` is their float64 sum.
     """
 
     logprob: float
     n_tokens: int
     is_greedy: bool
+    token_logprobs: tuple[float, ...] | None = None
 
 
 def with_prefix(request: Request, prefix: str, separator: str = " ") -> Request:
