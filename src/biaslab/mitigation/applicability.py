@@ -1,0 +1,47 @@
+"""Which mitigations apply to which kind of model, and why not when they do not.
+
+The LoRA mitigation (``tune`` + ``finetune``) is the GBEM-UA paper's: supervised fine-tuning of a
+*causal* LM on prompt → answer completions with the loss on the answer tokens, its hyper-parameters
+chosen by Optuna on GBEM-UA QA metrics (or the internal yes/no log-probability check), which are
+next-token answers. A masked LM (BERT, XLM-R) has no next-token objective and GBEM-UA is skipped for it
+(``biaslab.benchmarks.gbem_ua``), so there is no faithful training objective and nothing to tune on; an
+adapter trained with the masked-LM objective would be a different mitigation that no seed paper describes.
+For a masked LM the two stages therefore do not train: they record :data:`LORA_ON_MASKED_LM` as the
+reason, the ``lora`` variant directory says it was skipped (:mod:`biaslab.outputs.variant_dir`), and
+evaluation, registry and report carry the reason instead of numbers. The prompt and embedding
+mitigations apply to both kinds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LORA_ON_MASKED_LM = (
+    "LoRA skipped: the model is a masked LM. The LoRA mitigation is GBEM-UA's supervised fine-tuning of a "
+    "causal LM on prompt -> answer completions, tuned on GBEM-UA QA metrics that need next-token answers; a "
+    "masked LM has neither (GBEM-UA is skipped for it), so there is nothing faithful to train or to tune on."
+)
+
+
+def model_kind(model_dir: str | os.PathLike[str], kind: str = "auto", *, trust_remote_code: bool = False) -> str:
+    """``"causal"`` or ``"masked"`` for the model in ``model_dir`` (``kind`` = ``model.kind`` wins unless auto).
+
+    Reads only the config (no weights), with the same rule as loading (:func:`biaslab.models.detect_kind`).
+    """
+    if kind != "auto":
+        return kind
+    from transformers import AutoConfig
+
+    from biaslab.models import detect_kind
+
+    config = AutoConfig.from_pretrained(str(Path(model_dir)), trust_remote_code=trust_remote_code)
+    return detect_kind(config)
+
+
+def lora_skip_reason(model_dir: str | os.PathLike[str], kind: str = "auto", *,
+                     trust_remote_code: bool = False) -> str | None:
+    """Why LoRA does not apply to the model in ``model_dir`` (``None``: it applies)."""
+    if model_kind(model_dir, kind, trust_remote_code=trust_remote_code) == "masked":
+        return LORA_ON_MASKED_LM
+    return None
