@@ -55,8 +55,9 @@ bench-precision: $(STAMP)
 gpu-smoke: $(STAMP)
 	$(BIN)/python bench/gpu_smoke.py
 
+# MLflow UI on the run store; prints the address that opens the runs table (model-training view)
 ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts
+	$(BIN)/biaslab ui
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/' | grep -v '^biaslab' > requirements.lock

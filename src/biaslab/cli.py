@@ -4,6 +4,7 @@
     biaslab show-metrics lora        # every metric of one variant (value, CI, direction, ideal)
     biaslab show-metrics             # every metric, all variants side by side
     biaslab promote lora             # gate -> alias `champion`, or refusal with reasons (exit 1)
+    biaslab ui                       # MLflow UI on the run store; prints the address of the runs table
 
 Run from the project root (or pass ``--root``). Only ``promote`` talks to MLflow; nothing heavy is
 imported until a command runs, so ``biaslab --help`` is instant.
@@ -166,6 +167,38 @@ def promote(
     console.print(f"[red]refused:[/] {variant} failed {', '.join(failed)}; "
                   f"the decision is recorded as promotion.* tags on version {decision.version}")
     raise typer.Exit(EXIT_REFUSED)
+
+
+@app.command()
+def ui(
+    host: str = typer.Option("127.0.0.1", "--host", help="address the UI listens on (loopback by default)"),
+    port: int = typer.Option(5000, "--port", help="port of the UI"),
+    print_only: bool = typer.Option(False, "--print-url", help="only print the address; do not start the UI"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """Start the MLflow UI on the run store and print the address of the runs table.
+
+    The experiment is tagged as model development; the printed address also selects MLflow's
+    "Model training" view, so the browser opens on the runs (not the GenAI overview).
+    """
+    import os
+    import subprocess
+
+    from biaslab import tracking
+
+    params = _load(root, params_file)
+    experiment_id = tracking.configure(params.tracking, root=root)
+    command = tracking.ui_command(params.tracking, root, host=host, port=port)
+    if command is None:  # a tracking server: it serves its own UI
+        import mlflow
+
+        _console().print(f"runs: {tracking.ui_url(mlflow.get_tracking_uri(), experiment_id)}", highlight=False)
+        return
+    _console().print(f"runs: {tracking.ui_url(f'http://{host}:{port}', experiment_id)}", highlight=False)
+    if print_only:
+        return
+    raise typer.Exit(subprocess.call(command, cwd=os.fspath(root)))
 
 
 if __name__ == "__main__":

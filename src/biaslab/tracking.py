@@ -28,6 +28,14 @@ from biaslab.config import TrackingConfig
 from biaslab.metrics.values import MetricValue
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+# The experiment tag MLflow's UI reads for the kind of an experiment: its kind selector writes it, and
+# "custom_model_development" is the value for a model-training project (runs table, Models tab) as opposed
+# to "genai_development" (traces overview). MLflow 3.17's UI also keeps a global "GenAI / Model training"
+# switch (browser local storage ``mlflow.workflowType``, or ``?workflowType=`` in the URL) that wins over
+# the tag while its feature flag is on, so :func:`ui_url` names the workflow too.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+UI_WORKFLOW = "machine_learning"
 _SECRET_HINTS = ("token", "password", "secret", "key", "credential")
 
 
@@ -69,8 +77,40 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
             experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=location)
         except Exception:  # another process created it first
             experiment_id = mlflow.get_experiment_by_name(cfg.experiment).experiment_id
+        experiment = None
+    _mark_model_development(mlflow, experiment_id, experiment)
     mlflow.set_experiment(experiment_id=experiment_id)
     return experiment_id
+
+
+def _mark_model_development(mlflow: Any, experiment_id: str, experiment: Any | None) -> None:
+    """Tag the experiment as model development (new and existing ones), so the UI opens on its runs."""
+    if experiment is not None and experiment.tags.get(EXPERIMENT_KIND_TAG) == EXPERIMENT_KIND:
+        return
+    mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+
+
+def ui_url(base_url: str, experiment_id: str) -> str:
+    """The MLflow UI address of the experiment's runs table (model-training view, not the GenAI overview)."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType={UI_WORKFLOW}"
+
+
+def ui_command(cfg: TrackingConfig, root: str | os.PathLike[str] = ".", *, host: str = "127.0.0.1",
+               port: int = 5000) -> list[str] | None:
+    """The ``mlflow ui`` command line for the local store, or ``None`` when the store is a tracking server.
+
+    Call after :func:`configure` (which resolved the store URI). A server already has its own UI.
+    """
+    import sys
+
+    uri = _mlflow().get_tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        return None
+    artifact_root = Path(cfg.artifact_location)
+    if not artifact_root.is_absolute():
+        artifact_root = Path(root).resolve() / artifact_root
+    return [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+            "--default-artifact-root", artifact_root.as_uri(), "--host", host, "--port", str(port)]
 
 
 def git_commit(root: str | os.PathLike[str] = ".") -> str:
