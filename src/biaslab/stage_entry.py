@@ -34,6 +34,9 @@ def run_stage(
     turned into that one line (anything else keeps its traceback); ``message`` is formatted with
     ``stage`` and ``exc``. The body does the work and prints its own success summary.
     """
+    from biaslab.progress import quiet_library_bars
+
+    quiet_library_bars()  # before any library loads: log-friendly bars when stderr is not a terminal
     try:
         body()
     except expected as exc:  # the message names the file/row/key; the traceback is noise for users

@@ -53,7 +53,8 @@ def _start(tmp: Path, name: str, kill_at: int) -> subprocess.Popen:
 def _result(proc: subprocess.Popen) -> dict:
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err[-3000:]
-    return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
+    result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
+    return {**result, "stderr": err}
 
 
 def _adapter(path: Path) -> dict:
@@ -81,6 +82,12 @@ def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     assert resumed["steps"] == [3, 4, 5, 6]  # continued from the checkpoint, did not restart
     assert resumed["global_step"] == uninterrupted["global_step"] == 6
     assert uninterrupted["resumed_from"] is None
+    # stderr is a pipe, not a terminal: training progress is plain lines (no \r redraws, no per-log dicts),
+    # ending with one line at the final step; the resumed run's bar starts from its checkpoint
+    for run in (resumed, uninterrupted):
+        assert "\r" not in run["stderr"] and "{'loss'" not in run["stderr"]
+        assert [line for line in run["stderr"].splitlines() if line.startswith("train:") and line.endswith(" done")
+                and "6/6" in line], run["stderr"][-2000:]
 
     got, want = _adapter(workspace / "run_out"), _adapter(workspace / "ref_out")
     assert got.keys() == want.keys() and any("lora_B" in k for k in got)

@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from biaslab import tracking
+from biaslab import progress, tracking
 from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
 from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, plan_training
@@ -227,6 +227,7 @@ def train_lora(
         peft_config=peft_config(cfg),
         callbacks=[curves_callback(curve_prefix), *callbacks],
     )
+    progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
     start_step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
     started = time.perf_counter()

@@ -156,9 +156,9 @@ def deterministic(seed: int) -> Iterator[None]:
 
 
 def _progress(total: int, enabled: bool):
-    from tqdm.auto import tqdm
+    from biaslab.progress import bar
 
-    return tqdm(total=total, desc="base_model", unit="step", disable=not enabled, dynamic_ncols=True)
+    return bar(total=total, desc="base_model", unit="step", disable=not enabled)
 
 
 # --------------------------------------------------------------------------- the whole run

@@ -1,4 +1,4 @@
-"""A progress bar over scoring batches (tqdm), shown only when the caller gives a description."""
+"""A progress bar over scoring batches, shown only when the caller gives a description (see :mod:`biaslab.progress`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,6 @@ from __future__ import annotations
 def progress(iterable, total: int, desc: str | None):
     if desc is None:
         return iterable
-    from tqdm.auto import tqdm
+    from biaslab.progress import bar
 
-    return tqdm(iterable, total=total, desc=desc, unit="batch", leave=False)
+    return bar(iterable, total=total, desc=desc, unit="batch", leave=False)
