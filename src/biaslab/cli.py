@@ -3,6 +3,8 @@
     biaslab variants                 # every variant of params.yaml with its registry version and key metrics
     biaslab show-metrics lora        # every metric of one variant (value, CI, direction, ideal)
     biaslab show-metrics             # every metric, all variants side by side
+    biaslab compare lora soft        # headline metrics per benchmark, Δ vs base, better/worse beyond CI
+    biaslab check-reproduction       # this run's metrics vs the committed ones, within their CIs
     biaslab promote lora             # gate -> alias `champion`, or refusal with reasons (exit 1)
     biaslab ui                       # MLflow UI on the run store; prints the address of the runs table
 
@@ -126,6 +128,96 @@ def show_metrics(
         table.add_row(metric, ARROWS.get(first.direction, "?"), "" if first.ideal is None else f"{first.ideal:g}",
                       *cells, *extra)
     _console().print(table)
+
+
+@app.command()
+def compare(
+    variants: list[str] = typer.Argument(None, help="variants to compare with the base (default: every evaluated one)"),
+    base: str = typer.Option("base", "--base", help="the variant every other is compared with"),
+    markdown: bool = typer.Option(False, "--markdown", help="print the markdown table instead of the rich one"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """Each benchmark's headline metrics: value [95% CI] per variant and Δ vs the base, better/worse marked."""
+    from biaslab import comparison
+    from biaslab.config import ConfigError
+
+    params = _load(root, params_file)
+    names = list(dict.fromkeys([base, *(variants or params.variants)]))
+    for name in names:
+        try:
+            params.variant(name)
+        except ConfigError as exc:
+            _fail(str(exc))
+    loaded = {n: _metrics_or_none(root, n) for n in names}
+    missing = [n for n, vm in loaded.items() if vm is None and (n == base or variants)]
+    if missing:
+        _fail(f"no metrics for {', '.join(missing)}: metrics/<variant>.json not found; run `dvc repro` "
+              f"(evaluate@<variant>) first")
+    try:
+        headlines = comparison.headline_metrics(params.evaluation.benchmarks)
+        table = comparison.compare({n: vm.metrics for n, vm in loaded.items() if vm is not None}, headlines, base)
+    except ValueError as exc:
+        _fail(str(exc))
+    if markdown:
+        typer.echo(comparison.to_markdown(table), nl=False)
+    else:
+        _console().print(comparison.to_rich(table))
+
+
+@app.command("check-reproduction")
+def check_reproduction(
+    variants: list[str] = typer.Argument(None, help="variants to check (default: every variant in params)"),
+    rev: str = typer.Option("HEAD", "--rev", help="git revision holding the reference metrics/values/*.json"),
+    show: int = typer.Option(10, "--show", help="list at most this many metrics outside their CI per variant"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """Compare this run's metrics with the committed ones within their 95% CIs (exit 1 if any falls outside).
+
+    Bit-identical numbers are expected only on the machine type that produced the committed values
+    (same params, same threads); elsewhere the default model trains differently and each committed value
+    should lie inside the fresh run's CI. To share exact models and metrics use a DVC remote (dvc push/pull).
+    """
+    from rich.table import Table
+
+    from biaslab import reproduction
+
+    params = _load(root, params_file)
+    names = list(variants or params.variants)
+    committed_model, fresh_model = reproduction.same_model(root, rev)
+    table = Table(title=f"this run vs the metrics committed at {rev}")
+    for col in ("variant", "metrics", "identical", "within CI", "outside CI", "differs, no CI", "new", "gone"):
+        table.add_column(col, justify="right" if col != "variant" else "left")
+    outside: dict[str, list] = {}
+    for name in names:
+        vm = _metrics_or_none(root, name)
+        if vm is None:
+            _fail(f"metrics/{name}.json not found; run `dvc repro` (evaluate@{name}) first")
+        try:
+            checks = reproduction.check_variant(vm.metrics, reproduction.committed_values(root, name, rev))
+        except reproduction.ReproductionError as exc:
+            _fail(str(exc))
+        n = reproduction.counts(checks)
+        table.add_row(name, str(len(checks)), str(n["identical"]), str(n["within_ci"]),
+                      f"[red]{n['outside_ci']}[/]" if n["outside_ci"] else "0", str(n["no_ci"]), str(n["new"]),
+                      str(n["gone"]))
+        outside[name] = [c for c in checks if c.status == "outside_ci"]
+    console = _console()
+    console.print(table)
+    same = committed_model is not None and committed_model == fresh_model
+    console.print(f"models/base: committed {committed_model or 'unknown'}, this run {fresh_model or 'unknown'} "
+                  f"({'the same model' if same else 'a different model: exact equality is not expected'})",
+                  highlight=False)
+    for name, bad in outside.items():
+        for c in sorted(bad, key=lambda c: -abs(c.delta or 0.0))[:show]:
+            console.print(f"  {name} {c.metric}: committed {c.committed:.6g} outside this run's CI "
+                          f"[{c.ci_low:.6g}, {c.ci_high:.6g}] (value {c.fresh:.6g})", highlight=False)
+    if any(outside.values()):
+        console.print("[red]not reproduced:[/] some committed values lie outside this run's 95% CI")
+        raise typer.Exit(EXIT_REFUSED)
+    console.print("[green]reproduced:[/] every committed value with a CI lies inside this run's 95% CI"
+                  + ("" if not same else " (same model digest)"))
 
 
 @app.command()

@@ -4,6 +4,10 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
 
 * ``name`` and ``language`` (``"en"``, ``"uk"``, ``"ru"``) - the language picks the prompt-debiasing
   prefix of a prompt variant;
+* ``headline``: the few metric names (``<name>/<metric>``) a reader looks at first - the benchmark's main
+  accuracy and bias numbers; ``biaslab compare`` and the report's comparison table show these;
+* ``prepared_files``: the files of ``data/prepared`` the benchmark reads (each evaluate run logs them as
+  its MLflow datasets, with their DVC digests);
 * ``run(lm, prepared_dir, options, ctx) -> BenchmarkResult``: read its prepared tables from
   ``prepared_dir`` (written by the ``prepare`` stage), score its items with ``lm`` - a
   :class:`~biaslab.scoring.protocol.Scorer`, the only way a benchmark reaches the model (never its
@@ -55,6 +59,8 @@ class BenchmarkResult:
 class Benchmark(Protocol):
     name: str
     language: str
+    headline: tuple[str, ...]
+    prepared_files: tuple[str, ...]
 
     def run(self, lm: Scorer, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult: ...
 

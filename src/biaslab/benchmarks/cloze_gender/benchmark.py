@@ -20,6 +20,9 @@ from .winobias_winogender import winobias_metrics, winobias_predictions, winogen
 class ClozeGenderBenchmark:
     name = NAME
     language = "en"
+    headline = (f"{NAME}/genderlex/him_ratio", f"{NAME}/winobias/pro_share", f"{NAME}/winogender/male_share")
+    prepared_files = ("genderlex.parquet", "winobias.parquet", "winogender.parquet", "crows_pairs.parquet",
+                      "gender_pairs.parquet")
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         from biaslab.static_vectors import load_static_vectors

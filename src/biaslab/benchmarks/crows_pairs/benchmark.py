@@ -22,6 +22,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 class CrowsPairs:
     name = "crows_pairs"
     language = "en"
+    headline = ("crows_pairs/pct_stereotype_gender", "crows_pairs/pct_stereotype")
+    prepared_files = ("crows_pairs.parquet",)
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)

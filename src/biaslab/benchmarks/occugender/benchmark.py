@@ -33,6 +33,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 class OccuGender:
     name = "occugender"
     language = "en"
+    headline = ("occugender/explicit_parity_gap", "occugender/implicit_parity_gap")
+    prepared_files = ("occugender_jobs.parquet", "occugender_spec.json")
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)

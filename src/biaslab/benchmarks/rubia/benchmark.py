@@ -26,6 +26,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 class RuBia:
     name = "rubia"
     language = "ru"
+    headline = ("rubia/pro_share/gender", "rubia/pro_share")
+    prepared_files = ("rubia.parquet",)
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)
