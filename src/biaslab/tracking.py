@@ -20,7 +20,7 @@ import json
 import math
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +251,39 @@ def log_artifact(path: str | os.PathLike[str], artifact_path: str | None = None)
         _mlflow().log_artifacts(str(p), artifact_path=artifact_path)
     else:
         _mlflow().log_artifact(str(p), artifact_path=artifact_path)
+
+
+def log_datasets(datasets: Iterable[Any]) -> None:
+    """Log :class:`biaslab.lineage.DatasetRef` s as the active run's MLflow dataset inputs.
+
+    Each becomes a dataset with the DVC digest as its digest and the ref's source and context (a table as a
+    ``PandasDataset``, so MLflow records its schema and row count; a folder as a ``MetaDataset``), so the
+    runs table's *Dataset* column shows which data version the run used.
+    """
+    import warnings
+
+    mlflow = _mlflow()
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.http_dataset_source import HTTPDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    logged, contexts, tags = [], [], []
+    for ref in datasets:
+        if ref.source.startswith(("http://", "https://")):
+            source = HTTPDatasetSource(ref.source)
+        else:
+            with warnings.catch_warnings():  # a local path matches several registered local sources
+                warnings.simplefilter("ignore")
+                source = resolve_dataset_source(ref.source)
+        if ref.frame is not None:
+            dataset = mlflow.data.from_pandas(ref.frame, source=source, name=ref.name, digest=ref.digest)
+        else:
+            dataset = MetaDataset(source, name=ref.name, digest=ref.digest)
+        logged.append(dataset)
+        contexts.append(ref.context)
+        tags.append(_safe_tags(ref.tags) or None)
+    if logged:
+        mlflow.log_inputs(datasets=logged, contexts=contexts, tags_list=tags)
 
 
 def active_run_id() -> str | None:

@@ -58,3 +58,41 @@ def test_ui_address_and_command(store):
     assert command[command.index("--backend-store-uri") + 1] == f"sqlite:///{store / 'mlruns' / 'mlflow.db'}"
     assert command[command.index("--port") + 1] == "5123"
     assert command[command.index("--default-artifact-root") + 1] == (store / "mlruns" / "artifacts").as_uri()
+
+
+def test_datasets_are_logged_with_dvc_digest_source_and_context(store):
+    import json
+
+    import mlflow
+    import pandas as pd
+
+    from biaslab import lineage
+
+    tracking.configure(TrackingConfig(experiment="lineage"), root=store)
+    frame = pd.DataFrame({"profession": ["a", "b", "c"], "split": ["finetune", "finetune", "validation"]})
+    prepared = store / "data" / "prepared"
+    prepared.mkdir(parents=True)
+    frame.to_parquet(prepared / "gbem_ua.parquet")
+    (store / "mirror" / "rubia").mkdir(parents=True)
+    (store / "mirror" / "rubia" / "rubia.tsv").write_text("a\tb\n")
+    refs = [
+        lineage.prepared_subset(prepared, "gbem_ua.parquet", frame[frame.split == "finetune"], "split == 'finetune'",
+                                "train"),
+        lineage.prepared_subset(prepared, "gbem_ua.parquet", frame[frame.split == "validation"],
+                                "split == 'validation'", "validation"),
+        lineage.raw_dataset(store / "mirror", "rubia"),
+    ]
+    with tracking.stage_run("tune") as run:
+        tracking.log_datasets(refs)
+    inputs = mlflow.get_run(run.info.run_id).inputs.dataset_inputs
+    got = {(i.dataset.name, i.dataset.digest): {t.key: t.value for t in i.tags} for i in inputs}
+    assert set(got) == {(r.name, r.digest) for r in refs}
+    train = got[("gbem_ua", refs[0].digest)]
+    assert train["mlflow.data.context"] == "train" and train["selection"] == "split == 'finetune'"
+    assert got[("gbem_ua", refs[1].digest)]["mlflow.data.context"] == "validation"
+    assert got[("rubia", refs[2].digest)]["mlflow.data.context"] == "raw"
+    by_name = {(i.dataset.name, i.dataset.digest): i.dataset for i in inputs}
+    table = by_name[("gbem_ua", refs[0].digest)]
+    assert json.loads(table.profile)["num_rows"] == 2 and "profession" in table.schema
+    assert json.loads(table.source)["uri"].endswith("data/prepared/gbem_ua.parquet")
+    assert by_name[("rubia", refs[2].digest)].digest == lineage.dvc_digest(store / "mirror" / "rubia")

@@ -1,0 +1,74 @@
+"""Dataset digests are the ones DVC records (checked against `dvc add` itself), subsets get their own,
+and raw datasets name the mirror or their pinned origin."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from biaslab import lineage
+
+
+def _tree(root: Path) -> Path:
+    data = root / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "a.csv").write_text("x,y\n1,2\n")
+    (data / "sub" / "b.txt").write_bytes("ünïcode\r\nline\n".encode())
+    (data / "sub" / "empty").write_bytes(b"")
+    return data
+
+
+def test_digests_equal_what_dvc_add_records(tmp_path):
+    data = _tree(tmp_path)
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([*dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*dvc, "add", "-q", "data"], cwd=tmp_path, check=True)
+    recorded = yaml.safe_load((tmp_path / "data.dvc").read_text())["outs"][0]["md5"]
+    assert lineage.dvc_digest(data) == recorded
+    shutil.copy(data / "a.csv", tmp_path / "single.csv")
+    subprocess.run([*dvc, "add", "-q", "single.csv"], cwd=tmp_path, check=True)
+    assert lineage.dvc_digest(tmp_path / "single.csv") == yaml.safe_load(
+        (tmp_path / "single.csv.dvc").read_text())["outs"][0]["md5"]
+
+
+def test_subsets_have_their_own_digest(tmp_path):
+    data = _tree(tmp_path)
+    whole = lineage.dvc_digest(data)
+    part = lineage.dvc_digest(data, only=["a.csv"])
+    assert part != whole and part.endswith(".dir")
+    with pytest.raises(FileNotFoundError, match="missing nope"):
+        lineage.dvc_digest(data, only=["a.csv", "nope"])
+    ref = lineage.directory(data, "corpus", "validation", only=["a.csv"], selection="held-out documents")
+    assert ref.tags["dvc_md5"] == whole and ref.tags["selection"] == "held-out documents"
+    assert ref.digest == lineage.subset_digest(whole, "held-out documents") != whole
+    with pytest.raises(FileNotFoundError, match="cannot compute its DVC digest"):
+        lineage.dvc_digest(tmp_path / "absent")
+
+
+def test_prepared_table_and_its_subset(tmp_path):
+    frame = pd.DataFrame({"profession": ["a", "b", "c"], "split": ["finetune", "validation", "eval"]})
+    frame.to_parquet(tmp_path / "gbem_ua.parquet")
+    whole = lineage.prepared_file(tmp_path, "gbem_ua.parquet", "eval")
+    assert whole.digest == lineage.file_md5(tmp_path / "gbem_ua.parquet") and len(whole.frame) == 3
+    train = lineage.prepared_subset(tmp_path, "gbem_ua.parquet", frame[frame.split == "finetune"],
+                                    "split == 'finetune'", "train")
+    assert train.tags["dvc_md5"] == whole.digest and train.digest != whole.digest and len(train.frame) == 1
+
+
+def test_raw_dataset_from_mirror_or_pinned_origin(tmp_path):
+    (tmp_path / "mirror" / "crows_pairs").mkdir(parents=True)
+    (tmp_path / "mirror" / "crows_pairs" / "x.csv").write_text("1\n")
+    ref = lineage.raw_dataset(tmp_path / "mirror", "crows_pairs")
+    assert ref.source == (tmp_path / "mirror" / "crows_pairs").as_posix() and ref.context == "raw"
+    assert ref.tags["pinned_origin"].startswith("https://github.com/nyu-mll/crows-pairs/tree/")
+    (tmp_path / "raw" / "rubia").mkdir(parents=True)
+    (tmp_path / "raw" / "rubia" / "rubia.tsv").write_text("a\tb\n")
+    ref = lineage.raw_dataset(tmp_path / "mirror", "rubia", download_dir=tmp_path / "raw")
+    assert ref.source.startswith("https://github.com/vergrig/RuBia-Dataset/tree/") and ref.tags["downloaded"] == "true"
+    assert lineage.raw_dataset(tmp_path / "mirror", "winogender", download_dir=tmp_path / "raw") is None
