@@ -3,6 +3,7 @@
     biaslab variants                 # every variant of params.yaml with its registry version and key metrics
     biaslab show-metrics lora        # every metric of one variant (value, CI, direction, ideal)
     biaslab show-metrics             # every metric, all variants side by side
+    biaslab summary                  # one screen: headline metrics vs base, gate per variant, next steps
     biaslab compare lora soft        # headline metrics per benchmark, Δ vs base, better/worse beyond CI
     biaslab check-reproduction       # this run's metrics vs the committed ones, within their CIs
     biaslab promote lora             # gate -> alias `champion`, or refusal with reasons (exit 1)
@@ -163,6 +164,18 @@ def compare(
         typer.echo(comparison.to_markdown(table), nl=False)
     else:
         _console().print(comparison.to_rich(table))
+
+
+@app.command()
+def summary(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
+    """One screen after `dvc repro`: variants, headline metrics vs base, the gate per variant, what to do next."""
+    from biaslab import summary as one_screen
+
+    params = _load(root, params_file)
+    try:
+        one_screen.print_summary(params, root)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
 
 
 @app.command("check-reproduction")

@@ -150,18 +150,18 @@ def compare(metrics: Mapping[str, Mapping[str, MetricValue]], headlines: Mapping
 
 
 # --------------------------------------------------------------------------- rendering
-def _num(x: float) -> str:
+def number(x: float) -> str:
     return f"{x:.3f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
 def _delta(x: float) -> str:
-    return ("+" if x > 0 else "−" if x < 0 else "±") + _num(abs(x))
+    return ("+" if x > 0 else "−" if x < 0 else "±") + number(abs(x))
 
 
 def value_text(cell: Cell) -> str:
-    text = _num(cell.value)
+    text = number(cell.value)
     if cell.ci_low is not None and cell.ci_high is not None:
-        text += f" [{_num(cell.ci_low)}, {_num(cell.ci_high)}]"
+        text += f" [{number(cell.ci_low)}, {number(cell.ci_high)}]"
     return text
 
 
@@ -169,7 +169,7 @@ def delta_text(cell: Cell) -> str:
     return "" if cell.delta is None else f"{cell.mark} {_delta(cell.delta)}"
 
 
-def _metric_label(row: Row) -> str:
+def metric_label(row: Row) -> str:
     name = row.metric.split("/", 1)[1] if row.metric.startswith(row.benchmark + "/") else row.metric
     ideal = f" (ideal {row.ideal:g})" if row.direction == "target" and row.ideal is not None else ""
     return f"{name} {ARROWS.get(row.direction, '?')}{ideal}"
@@ -184,7 +184,7 @@ def to_markdown(comparison: Comparison) -> str:
         for v in comparison.variants:
             cell = row.cells.get(v)
             cells.append("–" if cell is None else " ".join(x for x in (value_text(cell), delta_text(cell)) if x))
-        lines.append(f"| {row.benchmark} | {_metric_label(row)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row.benchmark} | {metric_label(row)} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n\n" + LEGEND + "\n"
     if comparison.missing:
         text += "\nNot computed for any variant: " + ", ".join(comparison.missing) + "\n"
@@ -203,20 +203,20 @@ def to_html(comparison: Comparison, title: str = "biaslab: variants vs base") ->
     head = "".join(f"<th>{esc(v)}{' (base)' if v == comparison.base else ''}</th>" for v in comparison.variants)
     body = []
     for row in comparison.rows:
-        tds = [f'<td class="name">{esc(row.benchmark)}</td>', f'<td class="name">{esc(_metric_label(row))}</td>']
+        tds = [f'<td class="name">{esc(row.benchmark)}</td>', f'<td class="name">{esc(metric_label(row))}</td>']
         for v in comparison.variants:
             cell = row.cells.get(v)
             if cell is None:
                 tds.append("<td>–</td>")
                 continue
-            ci = (f' <span class="ci">[{_num(cell.ci_low)}, {_num(cell.ci_high)}]</span>'
+            ci = (f' <span class="ci">[{number(cell.ci_low)}, {number(cell.ci_high)}]</span>'
                   if cell.ci_low is not None and cell.ci_high is not None else "")
             delta = ""
             if cell.delta is not None:
                 cls = cell.verdict if cell.verdict in ("better", "worse") else ""
                 weak = "" if cell.beyond_ci else " weak"
                 delta = f'<br><span class="{cls}{weak}">{esc(delta_text(cell))}</span>'
-            tds.append(f"<td>{_num(cell.value)}{ci}{delta}</td>")
+            tds.append(f"<td>{number(cell.value)}{ci}{delta}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
     missing = (f"<p>Not computed for any variant: {esc(', '.join(comparison.missing))}</p>"
                if comparison.missing else "")
@@ -249,6 +249,6 @@ def to_rich(comparison: Comparison, title: str | None = None) -> Any:
                 style = {"better": "green", "worse": "red"}.get(cell.verdict or "", "")
                 text.append("\n" + delta_text(cell), style=(style + ("" if cell.beyond_ci else " dim")).strip())
             cells.append(text)
-        table.add_row("" if row.benchmark == previous else row.benchmark, _metric_label(row), *cells)
+        table.add_row("" if row.benchmark == previous else row.benchmark, metric_label(row), *cells)
         previous = row.benchmark
     return table

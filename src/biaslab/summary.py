@@ -1,0 +1,140 @@
+"""The one-screen summary at the end of ``dvc repro`` (printed by the ``report`` stage and ``biaslab summary``).
+
+What a person wants after a run, in ~30 lines: which model and variants, the headline metrics of each
+benchmark against the base (:mod:`biaslab.comparison`, compact: value and mark, no CI), what the
+promotion gate says about each variant, their registry versions, and where to look next. Everything
+is read from the pipeline's files (``metrics/<variant>.json``, ``runs/register.json``), so it needs no
+MLflow connection and costs nothing to print again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biaslab.comparison import Comparison, compare, headline_metrics
+
+WIDTH = 120
+
+
+@dataclass
+class GateLine:
+    variant: str
+    passed: bool
+    failed: list[str] = field(default_factory=list)  # "metric: reason" of the conditions it fails
+
+
+@dataclass
+class Summary:
+    model: str
+    comparison: Comparison
+    gate: list[GateLine]
+    versions: dict[str, str]
+    model_name: str
+    not_evaluated: list[str]
+
+
+def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -> Summary:
+    """Gather the summary from the pipeline's files under ``root``."""
+    from biaslab.registry import evaluate_gate, read_metrics
+    from biaslab.report import describe_model_source
+
+    root = Path(root)
+    loaded = {}
+    for name in params.variants:
+        path = root / "metrics" / f"{name}.json"
+        if path.is_file():
+            loaded[name] = read_metrics(path, name)
+    if base not in loaded:
+        raise FileNotFoundError(f"metrics/{base}.json not found; run `dvc repro` first")
+    table = compare({n: vm.metrics for n, vm in loaded.items()}, headline_metrics(params.evaluation.benchmarks), base)
+    gate = []
+    for name, vm in loaded.items():
+        if name == base:
+            continue
+        results = evaluate_gate(list(params.registry.gate), vm, loaded[base])
+        gate.append(GateLine(name, bool(results) and all(r.passed for r in results),
+                             [f"{r.metric}: {r.reason}" for r in results if not r.passed]))
+    register = root / "runs" / "register.json"
+    versions = json.loads(register.read_text(encoding="utf-8")).get("versions", {}) if register.is_file() else {}
+    return Summary(describe_model_source(params), table, gate, {k: str(v) for k, v in versions.items()},
+                   params.registry.model_name, [n for n in params.variants if n not in loaded])
+
+
+def _compact_table(comparison: Comparison) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    from biaslab.comparison import metric_label, number
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("benchmark")
+    table.add_column("headline metric")
+    for v in comparison.variants:
+        table.add_column(v, justify="right")
+    previous = None
+    for row in comparison.rows:
+        cells: list[Any] = []
+        for v in comparison.variants:
+            cell = row.cells.get(v)
+            if cell is None:
+                cells.append("–")
+                continue
+            text = Text(number(cell.value))
+            if cell.delta is not None:
+                style = {"better": "green", "worse": "red"}.get(cell.verdict or "", "")
+                text.append(" " + cell.mark, style=(style + ("" if cell.beyond_ci else " dim")).strip())
+            cells.append(text)
+        table.add_row("" if row.benchmark == previous else row.benchmark, metric_label(row), *cells)
+        previous = row.benchmark
+    return table
+
+
+def render(summary: Summary, console: Any) -> None:
+    """Print ``summary`` on a rich ``console`` (one screen)."""
+    comparison = summary.comparison
+    console.rule("biaslab summary")
+    console.print(f"Model: {summary.model}.", highlight=False)
+    evaluated = [v for v in comparison.variants]
+    line = f"Variants: {', '.join(evaluated)} (base = {comparison.base})"
+    if summary.not_evaluated:
+        line += f"; not evaluated: {', '.join(summary.not_evaluated)}"
+    console.print(line, highlight=False)
+    console.print(_compact_table(comparison))
+    console.print("▲/▼ better/worse than the base beyond the 95% CIs, △/▽ within them, = same "
+                  "(each metric's own direction: ↑ higher, ↓ lower, ◎ closest to the ideal).", highlight=False)
+    console.print("Promotion gate (registry.gate, vs base):", highlight=False)
+    for g in summary.gate:
+        version = summary.versions.get(g.variant)
+        where = f" (version {version})" if version else ""
+        if g.passed:
+            console.print(f"  [green]PASS[/] {g.variant}{where}", highlight=False)
+        else:
+            first = g.failed[0] if g.failed else "no gate conditions"
+            more = f" (+{len(g.failed) - 1} more)" if len(g.failed) > 1 else ""
+            console.print(f"  [red]FAIL[/] {g.variant}{where}: {first}{more}", highlight=False, overflow="ellipsis",
+                          no_wrap=True)
+    passing = [g.variant for g in summary.gate if g.passed]
+    console.print("Next:", highlight=False)
+    if passing:
+        console.print(f"  {'biaslab promote ' + passing[0]:<34}alias `champion` on {summary.model_name} "
+                      f"(passed the gate: {', '.join(passing)})", highlight=False)
+    console.print("  biaslab compare                   the table above with CIs and Δ", highlight=False)
+    console.print("  make ui                           MLflow: runs, models, registry (prints the address)",
+                  highlight=False)
+    console.print("  reports/report.md                 every metric, the papers' tables, bias vs accuracy",
+                  highlight=False)
+    console.print("  dvc metrics diff / dvc exp show   what changed since the last commit / experiment",
+                  highlight=False)
+
+
+def print_summary(params: Any, root: str | os.PathLike[str] = ".", console: Any = None) -> Summary:
+    """Build and print the summary (stdout, ``WIDTH`` columns unless ``console`` is given)."""
+    from rich.console import Console
+
+    summary = build(params, root)
+    render(summary, console or Console(width=WIDTH))
+    return summary

@@ -1,0 +1,61 @@
+"""The one-screen summary: headline metrics vs base, the gate per variant, registry versions, next steps."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+from biaslab import summary
+from biaslab.cli import app
+from biaslab.config import load_params
+
+
+def record(value, lo, hi, direction="lower", ideal=0.0):
+    return {"value": value, "direction": direction, "ideal": ideal, "ci_low": lo, "ci_high": hi, "n": 40}
+
+
+def write_project(root):
+    (root / "params.yaml").write_text(yaml.safe_dump({
+        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
+                     for n in ("base", "good", "worse", "missing")},
+        "evaluation": {"benchmarks": {"gbem_ua": {"module": "biaslab.benchmarks.gbem_ua"}}},
+        "registry": {"model_name": "m", "gate": [
+            {"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"},
+            {"metric": "gbem_ua/qa_f1_man_nofem", "rule": "not_worse_than_base_minus", "tolerance": 0.05}]},
+    }))
+    values = {"base": (0.20, 0.18, 0.22, 0.70), "good": (0.05, 0.03, 0.07, 0.69), "worse": (0.19, 0.17, 0.21, 0.50)}
+    (root / "metrics").mkdir()
+    for name, (diff, lo, hi, f1) in values.items():
+        (root / "metrics" / f"{name}.json").write_text(json.dumps({"variant": name, "metrics": {
+            "gbem_ua/qa_diff_fem": record(diff, lo, hi),
+            "gbem_ua/qa_f1_man_nofem": record(f1, f1 - 0.03, f1 + 0.03, "higher", 1.0)}}))
+    (root / "runs").mkdir()
+    (root / "runs" / "register.json").write_text(json.dumps({"versions": {"base": "1", "good": "2", "worse": "3"}}))
+
+
+def test_summary_fits_one_screen_and_says_what_to_do(tmp_path):
+    write_project(tmp_path)
+    console = Console(width=summary.WIDTH, record=True)
+    built = summary.print_summary(load_params(tmp_path / "params.yaml"), tmp_path, console=console)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert len(lines) <= 40 and max(len(line) for line in lines) <= summary.WIDTH
+    assert built.not_evaluated == ["missing"] and "not evaluated: missing" in text
+    assert "PASS good (version 2)" in text
+    assert "FAIL worse (version 3): gbem_ua/qa_diff_fem: CIs overlap" in text and "(+1 more)" in text
+    assert "biaslab promote good" in text and "make ui" in text
+    row = next(line for line in lines if "qa_diff_fem" in line)
+    assert "0.050 ▲" in row and "0.190 △" in row  # lower is better: good beyond the CIs, worse within
+
+
+def test_summary_command(tmp_path):
+    write_project(tmp_path)
+    result = CliRunner().invoke(app, ["summary", "--root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "biaslab summary" in result.output and "PASS good" in result.output
+    (tmp_path / "metrics" / "base.json").unlink()
+    result = CliRunner().invoke(app, ["summary", "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "metrics/base.json not found" in result.output
