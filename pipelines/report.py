@@ -28,8 +28,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    files = write_report(load_params(args.params), ".", accuracy=args.accuracy, bias=args.bias)
+    from biaslab.summary import print_summary
+
+    params = load_params(args.params)
+    files = write_report(params, ".", accuracy=args.accuracy, bias=args.bias)
     print(f"report -> {files.report_md}")
+    print_summary(params, ".")  # the last stage of dvc repro: one screen of what came out
 
 
 if __name__ == "__main__":
