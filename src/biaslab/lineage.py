@@ -4,8 +4,9 @@ A :class:`DatasetRef` names one dataset a stage read, with
 
 * ``digest`` - the digest DVC records for it in ``dvc.lock`` (:func:`dvc_digest`: the md5 of a file, or
   for a directory the md5 of its file listing plus ``.dir``), so a run's dataset and the DVC lock entry of
-  the same data carry the same string. A *subset* of a DVC-tracked file (GBEM-UA's fine-tune rows, a
-  corpus's held-out documents) gets the md5 of ``<file digest>:<selection>`` and records both as tags;
+  the same data carry the same string. A *subset* of DVC-tracked data (GBEM-UA's fine-tune rows, a
+  corpus's held-out documents; :func:`subset`) gets the md5 of ``<DVC digest>:<selection>`` and records
+  the DVC digest and the selection as tags;
 * ``source`` - where it comes from: its path as ``dvc.yaml`` names it (the data mirror, ``data/prepared``),
   or the pinned public origin (``https://github.com/<repo>/tree/<commit>``) when there is no mirror copy;
 * ``context`` - what the stage used it for: ``train``, ``validation``, ``eval``, or ``raw`` (the raw files
@@ -54,30 +55,23 @@ def _listing_digest(entries: Iterable[tuple[str, str]]) -> str:
     return hashlib.md5(json.dumps(listing, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
 
 
-def dvc_digest(path: str | os.PathLike[str], only: Iterable[str] | None = None) -> str:
+def dvc_digest(path: str | os.PathLike[str]) -> str:
     """The digest DVC 3 records for ``path`` (``md5`` in ``dvc.lock``).
 
     A file: the md5 of its bytes. A directory: the md5 of the JSON list of ``{"md5", "relpath"}`` of its
-    files sorted by path (what ``dvc_data``'s ``Tree.digest`` hashes), with ``.dir`` appended. ``only``
-    restricts a directory to these relative paths (the digest DVC would give a directory holding just them).
-    The project's ``.dvcignore`` ignores nothing, so every file counts.
+    files sorted by path (what ``dvc_data``'s ``Tree.digest`` hashes), with ``.dir`` appended. The
+    project's ``.dvcignore`` ignores nothing, so every file counts.
     """
     path = Path(path)
     if path.is_file():
         return file_md5(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such file or directory (cannot compute its DVC digest)")
-    wanted = None if only is None else set(only)
     entries = []
-    for directory, _, files in os.walk(path):
+    for folder, _, files in os.walk(path):
         for name in files:
-            full = Path(directory) / name
-            rel = full.relative_to(path).as_posix()
-            if wanted is None or rel in wanted:
-                entries.append((rel, file_md5(full)))
-    if wanted is not None and len(entries) != len(wanted):
-        missing = sorted(wanted - {rel for rel, _ in entries})
-        raise FileNotFoundError(f"{path}: missing {', '.join(missing[:5])}")
+            full = Path(folder) / name
+            entries.append((full.relative_to(path).as_posix(), file_md5(full)))
     return _listing_digest(entries)
 
 
@@ -100,26 +94,22 @@ def prepared_file(prepared_dir: str | os.PathLike[str], filename: str, context: 
                       {"dvc_path": path.as_posix()})
 
 
-def prepared_subset(prepared_dir: str | os.PathLike[str], filename: str, frame: Any, selection: str,
-                    context: Context, *, name: str | None = None) -> DatasetRef:
-    """Rows ``selection`` (e.g. ``split == 'finetune'``) of a ``data/prepared`` table, already in ``frame``."""
-    path = Path(prepared_dir) / filename
-    parent = dvc_digest(path)
-    return DatasetRef(name or Path(filename).stem, path.as_posix(), subset_digest(parent, selection), context,
-                      frame, {"dvc_path": path.as_posix(), "dvc_md5": parent, "selection": selection})
+def subset(whole: DatasetRef, selection: str, context: Context, *, key: str | None = None,
+           frame: Any = None) -> DatasetRef:
+    """A selection of ``whole`` (rows of a table, documents of a corpus) as its own dataset.
+
+    ``selection`` says what was selected (``split == 'finetune'``; it is recorded as a tag); ``key`` is what
+    identifies the selection exactly when the label does not (e.g. the held-out document names; default:
+    ``selection``). The digest is :func:`subset_digest` of the whole's DVC digest and that key.
+    """
+    return DatasetRef(whole.name, whole.source, subset_digest(whole.digest, key if key is not None else selection),
+                      context, frame, {**whole.tags, "dvc_md5": whole.digest, "selection": selection})
 
 
-def directory(path: str | os.PathLike[str], name: str, context: Context, *, source: str | None = None,
-              only: Iterable[str] | None = None, selection: str | None = None) -> DatasetRef:
-    """A directory (a mirror folder, a corpus); ``only`` + ``selection``: a subset of its files."""
+def directory(path: str | os.PathLike[str], name: str, context: Context, *, source: str | None = None) -> DatasetRef:
+    """A directory DVC tracks as one dependency (a mirror folder, a corpus)."""
     path = Path(path)
-    if only is None:
-        return DatasetRef(name, source or path.as_posix(), dvc_digest(path), context, None,
-                          {"dvc_path": path.as_posix()})
-    parent = dvc_digest(path)
-    return DatasetRef(name, source or path.as_posix(), subset_digest(parent, selection or ",".join(sorted(only))),
-                      context, None, {"dvc_path": path.as_posix(), "dvc_md5": parent,
-                                      "selection": selection or f"{len(list(only))} files"})
+    return DatasetRef(name, source or path.as_posix(), dvc_digest(path), context, None, {"dvc_path": path.as_posix()})
 
 
 def pinned_origin(dataset: str) -> str | None:

@@ -75,11 +75,10 @@ def test_datasets_are_logged_with_dvc_digest_source_and_context(store):
     frame.to_parquet(prepared / "gbem_ua.parquet")
     (store / "mirror" / "rubia").mkdir(parents=True)
     (store / "mirror" / "rubia" / "rubia.tsv").write_text("a\tb\n")
+    whole = lineage.prepared_file(prepared, "gbem_ua.parquet", "train")
     refs = [
-        lineage.prepared_subset(prepared, "gbem_ua.parquet", frame[frame.split == "finetune"], "split == 'finetune'",
-                                "train"),
-        lineage.prepared_subset(prepared, "gbem_ua.parquet", frame[frame.split == "validation"],
-                                "split == 'validation'", "validation"),
+        lineage.subset(whole, "split == 'finetune'", "train", frame=frame[frame.split == "finetune"]),
+        lineage.subset(whole, "split == 'validation'", "validation", frame=frame[frame.split == "validation"]),
         lineage.raw_dataset(store / "mirror", "rubia"),
     ]
     with tracking.stage_run("tune") as run:

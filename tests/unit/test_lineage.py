@@ -39,14 +39,14 @@ def test_digests_equal_what_dvc_add_records(tmp_path):
 
 def test_subsets_have_their_own_digest(tmp_path):
     data = _tree(tmp_path)
-    whole = lineage.dvc_digest(data)
-    part = lineage.dvc_digest(data, only=["a.csv"])
-    assert part != whole and part.endswith(".dir")
-    with pytest.raises(FileNotFoundError, match="missing nope"):
-        lineage.dvc_digest(data, only=["a.csv", "nope"])
-    ref = lineage.directory(data, "corpus", "validation", only=["a.csv"], selection="held-out documents")
-    assert ref.tags["dvc_md5"] == whole and ref.tags["selection"] == "held-out documents"
-    assert ref.digest == lineage.subset_digest(whole, "held-out documents") != whole
+    whole = lineage.directory(data, "corpus", "train")
+    assert whole.digest == lineage.dvc_digest(data) and whole.digest.endswith(".dir")
+    held_out = lineage.subset(whole, "validation: 2 documents", "validation", key="doc3,doc7")
+    assert held_out.tags["dvc_md5"] == whole.digest and held_out.tags["selection"] == "validation: 2 documents"
+    assert held_out.digest == lineage.subset_digest(whole.digest, "doc3,doc7") != whole.digest
+    assert len(held_out.digest) <= 36  # MLflow's dataset digest column
+    train = lineage.subset(whole, "train: the other documents", "train", key="not doc3,doc7")
+    assert train.digest != held_out.digest
     with pytest.raises(FileNotFoundError, match="cannot compute its DVC digest"):
         lineage.dvc_digest(tmp_path / "absent")
 
@@ -56,9 +56,9 @@ def test_prepared_table_and_its_subset(tmp_path):
     frame.to_parquet(tmp_path / "gbem_ua.parquet")
     whole = lineage.prepared_file(tmp_path, "gbem_ua.parquet", "eval")
     assert whole.digest == lineage.file_md5(tmp_path / "gbem_ua.parquet") and len(whole.frame) == 3
-    train = lineage.prepared_subset(tmp_path, "gbem_ua.parquet", frame[frame.split == "finetune"],
-                                    "split == 'finetune'", "train")
+    train = lineage.subset(whole, "split == 'finetune'", "train", frame=frame[frame.split == "finetune"])
     assert train.tags["dvc_md5"] == whole.digest and train.digest != whole.digest and len(train.frame) == 1
+    assert train.tags["dvc_path"] == whole.tags["dvc_path"]
 
 
 def test_raw_dataset_from_mirror_or_pinned_origin(tmp_path):
