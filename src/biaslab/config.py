@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from biaslab.errors import BiaslabError
+
 DATA_DIR_ENV = "BIASLAB_DATA_DIR"
 
 
@@ -26,7 +28,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ConfigError(ValueError):
+class ConfigError(BiaslabError, ValueError):
     """params.yaml is missing, malformed, or has an unknown / mistyped key."""
 
 

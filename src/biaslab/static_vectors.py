@@ -28,10 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from biaslab.errors import BiaslabError
+
 FORMATS = ("glove", "fasttext", "word2vec")
 
 
-class VectorFileError(ValueError):
+class VectorFileError(BiaslabError, ValueError):
     """A malformed static-vector file: the message names the file and the 1-based line number."""
 
 

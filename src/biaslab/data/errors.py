@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 
+from biaslab.errors import BiaslabError
 
-class DataError(ValueError):
+
+class DataError(BiaslabError, ValueError):
     """A raw data file is missing, unreadable, or violates its documented format."""
 
     def __init__(

@@ -26,10 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from biaslab.errors import BiaslabError
+
 MANIFEST_COLUMNS = ("source_path", "source_bytes", "git_blob_id", "start_line", "n_lines", "n_chars")
 
 
-class CorpusError(ValueError):
+class CorpusError(BiaslabError, ValueError):
     """A corpus file or its manifest is missing or inconsistent."""
 
 

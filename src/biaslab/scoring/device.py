@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from biaslab.errors import BiaslabError
 
-class DeviceError(ValueError):
+
+class DeviceError(BiaslabError, ValueError):
     """``scoring.device`` asks for a device this machine does not have."""
 
 
