@@ -13,6 +13,7 @@ from pathlib import Path
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
 from biaslab.stage_entry import run_stage
+from biaslab.stage_inputs import base_model_dir
 
 
 def main() -> int:
@@ -31,9 +32,7 @@ def run(variant_name: str, params_path: str) -> None:
     variant, cfg = params.variant(variant_name), params.embedding_debias
     if variant.method != "embedding" or variant.embedding_mode is None:
         raise ConfigError(f"variants.{variant_name}: needs method: embedding and embedding_mode: soft|hard")
-    base_dir = Path(params.model.output_dir)
-    if not (base_dir / "config.json").is_file():
-        raise FileNotFoundError(f"{base_dir}: base model not found; run the base_model stage (dvc repro base_model)")
+    base_dir = base_model_dir(params)
     tracking.configure(params.tracking)
     with tracking.stage_run("edit_embeddings", variant=variant_name,
                             tags={"base_fingerprint": fingerprint_dir(base_dir)}) as r:

@@ -10,12 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
 from biaslab.stage_entry import run_stage
+from biaslab.stage_inputs import base_model_dir, prepared_table
 
 RUN_FILE = Path("runs/finetune.json")
 
@@ -38,7 +37,8 @@ def run(args: argparse.Namespace) -> None:
     overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
     cfg = with_overrides(cfg, overrides)
     variant = params.variant("lora")
-    frame = pd.read_parquet(Path(params.data.prepared_dir) / "gbem_ua.parquet")
+    frame = prepared_table(params, "gbem_ua.parquet")
+    base_model_dir(params)
     set_threads(params.scoring.num_threads)
     tracking.configure(params.tracking)
     tags = {"method": "lora", "base_fingerprint": fingerprint_dir(params.model.output_dir),

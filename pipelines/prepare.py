@@ -12,17 +12,16 @@ import argparse
 import sys
 
 from biaslab import tracking
-from biaslab.config import ConfigError, load_params
-from biaslab.data import DataError
+from biaslab.config import load_params
 from biaslab.data.prepare import REPORT_FILE, prepare
-from biaslab.stage_entry import FAILED_MESSAGE, run_stage
+from biaslab.stage_entry import run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
     args = parser.parse_args(argv)
-    return run_stage("prepare", lambda: run(args), expected=(ConfigError, DataError), message=FAILED_MESSAGE)
+    return run_stage("prepare", lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> None:

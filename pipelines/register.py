@@ -15,9 +15,9 @@ import argparse
 import sys
 
 from biaslab import tracking
-from biaslab.config import ConfigError, load_params
-from biaslab.registry import FLAVORS, REGISTER_JSON, RegistryError, register_variants, write_register_json
-from biaslab.stage_entry import FAILED_MESSAGE, run_stage
+from biaslab.config import load_params
+from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, write_register_json
+from biaslab.stage_entry import run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flavor", choices=FLAVORS, default="transformers", help="how full models are logged")
     parser.add_argument("--metrics-dir", default="metrics")
     args = parser.parse_args(argv)
-    return run_stage("register", lambda: run(args), expected=(ConfigError, RegistryError), message=FAILED_MESSAGE)
+    return run_stage("register", lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> None:

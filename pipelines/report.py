@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from biaslab.config import ConfigError, load_params
-from biaslab.registry import RegistryError
+from biaslab.config import load_params
 from biaslab.report import write_report
-from biaslab.stage_entry import FAILED_MESSAGE, run_stage
+from biaslab.stage_entry import run_stage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accuracy", default=None, help="x axis of the bias-vs-accuracy plot (default: tune.accuracy_metric)")
     parser.add_argument("--bias", default=None, help="y axis of the bias-vs-accuracy plot (default: tune.gap_metric)")
     args = parser.parse_args(argv)
-    return run_stage("report", lambda: run(args), expected=(ConfigError, RegistryError), message=FAILED_MESSAGE)
+    return run_stage("report", lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> None:

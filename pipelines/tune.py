@@ -12,12 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
 from biaslab.stage_entry import run_stage
+from biaslab.stage_inputs import base_model_dir, prepared_table
 
 RUN_FILE = Path("runs/tune.json")
 
@@ -39,11 +38,11 @@ def run(args: argparse.Namespace) -> None:
     out = Path(params.tune.output_dir)
     if not args.no_track:
         remove_outputs(RUN_FILE, out / "best_params.json", out / "pareto_front.png")
-    frame = pd.read_parquet(Path(params.data.prepared_dir) / "gbem_ua.parquet")
+    frame = prepared_table(params, "gbem_ua.parquet")
     gbem = params.evaluation.benchmarks.get("gbem_ua")
     options = dict(gbem.options) if gbem is not None else {}
     set_threads(params.scoring.num_threads)
-    base = params.model.output_dir
+    base = str(base_model_dir(params))
     formatting = {"add_bos": params.scoring.add_bos, "prompt_format": params.evaluation.prompt_format}
     if args.no_track:
         result = tune(base, frame, params.tune, params.lora, options=options, **formatting)

@@ -244,14 +244,14 @@ def promote(
     from rich.table import Table
 
     from biaslab import registry, tracking
-    from biaslab.config import ConfigError
+    from biaslab.errors import BiaslabError
 
     params = _load(root, params_file)
     try:
         params.variant(variant)
         tracking.configure(params.tracking, root=root)
         decision = registry.promote(params, variant, root, base_variant=base)
-    except (ConfigError, registry.RegistryError) as exc:
+    except BiaslabError as exc:
         _fail(str(exc))
 
     table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}")

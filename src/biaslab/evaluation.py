@@ -32,6 +32,7 @@ from biaslab import tracking
 from biaslab.atomic import atomic_dir, atomic_write_text, remove_outputs
 from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from biaslab.config import Params
+from biaslab.errors import BiaslabError
 from biaslab.metrics.values import MetricValue
 from biaslab.mitigation.prompt import resolve_prompt_prefix
 from biaslab.mitigation.sft_data import TRAINED_ON_BENCHMARKS
@@ -39,7 +40,7 @@ from biaslab.scoring.device import resolve_placement
 from biaslab.scoring.requests import NonFiniteScoreError
 
 
-class EvaluationError(RuntimeError):
+class EvaluationError(BiaslabError, RuntimeError):
     """A benchmark produced an unusable number (NaN/inf log-probabilities) or could not run."""
 
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from biaslab.errors import BiaslabError
 from biaslab.weights.files import PICKLE_SUFFIXES
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(BiaslabError, RuntimeError):
     """The model cannot be loaded: not found offline, unsafe format, unknown architecture."""
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from biaslab.config import ConfigError, GateCondition, Params, VariantConfig
+from biaslab.errors import BiaslabError
 from biaslab.metrics.values import MetricValue
 from biaslab.models import fingerprint_dir
 
@@ -56,7 +57,7 @@ FLAVORS = ("transformers", "artifacts")
 _PIP_PACKAGES = ("transformers", "torch", "tokenizers", "safetensors")
 
 
-class RegistryError(RuntimeError):
+class RegistryError(BiaslabError, RuntimeError):
     """A variant cannot be registered or promoted: missing inputs, failed verification, not registered."""
 
 

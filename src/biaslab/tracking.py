@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from biaslab.config import TrackingConfig
+from biaslab.errors import MissingInputError
 from biaslab.metrics.values import MetricValue
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -301,5 +302,5 @@ def write_run_json(path: str | os.PathLike[str], **fields: Any) -> None:
 def read_run_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: run.json not found; run the stage that produces it (dvc repro)")
+        raise MissingInputError(f"{path}: run.json not found; run the stage that produces it (dvc repro)")
     return json.loads(path.read_text(encoding="utf-8"))

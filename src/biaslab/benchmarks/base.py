@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from biaslab.errors import MissingInputError
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.protocol import Scorer
 
@@ -131,7 +132,7 @@ def read_prepared_table(prepared_dir: Path, name: str, required: Sequence[str]) 
     """Read ``<prepared_dir>/<name>.parquet`` and check it has the ``required`` columns (named in the error)."""
     path = Path(prepared_dir) / f"{name}.parquet"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run the `prepare` stage first")
+        raise MissingInputError(f"{path}: not found; run the `prepare` stage first")
     frame = pd.read_parquet(path)
     missing = [c for c in required if c not in frame.columns]
     if missing:

@@ -35,6 +35,7 @@ import pandas as pd
 from biaslab import progress, tracking
 from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
+from biaslab.errors import MissingInputError
 from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, plan_training
 
 # LoraConfig fields that change what is learned; the rest (save/log cadence) may change between resumes
@@ -67,7 +68,7 @@ def tuned_overrides(path: str | Path) -> dict[str, Any]:
     """The ``params`` of the tune stage's ``best_params.json`` (only LoRA keys the search may set)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: lora.use_tuned is true but the tune stage has not written it (dvc repro tune)")
+        raise MissingInputError(f"{path}: lora.use_tuned is true but the tune stage has not written it (dvc repro tune)")
     params = json.loads(path.read_text(encoding="utf-8")).get("params", {})
     unknown = sorted(set(params) - set(TUNABLE_KEYS))
     if unknown:

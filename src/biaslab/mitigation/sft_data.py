@@ -40,6 +40,8 @@ from typing import Literal
 
 import pandas as pd
 
+from biaslab.errors import BiaslabError
+
 # the benchmark whose items (professions) LoRA trains on: evaluation tells it so (EvalContext.trained_on)
 TRAINED_ON_BENCHMARKS = ("gbem_ua",)
 QA_INSTRUCTION = "Відповідай так чи ні: "
@@ -54,7 +56,7 @@ Augmentation = Literal["none", "counterfactual"]
 COLUMNS = ["prompt", "completion", "profession", "is_male", "is_feminitive", "origin"]
 
 
-class SftDataError(ValueError):
+class SftDataError(BiaslabError, ValueError):
     """A GBEM-UA row does not have the expected shape, or a profession lacks a job-title form."""
 
 

@@ -30,12 +30,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from biaslab.config import LoraConfig
+from biaslab.errors import BiaslabError
 
 DTYPE_OF = {"bf16": "bfloat16", "fp16": "float16", "none": "float32"}
 GPU_EXTRA_HINT = "pip install 'biaslab[gpu]' (bitsandbytes)"
 
 
-class TrainingHardwareError(RuntimeError):
+class TrainingHardwareError(BiaslabError, RuntimeError):
     """The LoRA options ask for something this machine cannot run (no CUDA, no bitsandbytes, no bf16)."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from biaslab.errors import BiaslabError
 from biaslab.scoring.requests import Request, TokenRequest, with_prefix
 from biaslab.scoring.tokenization import encode, encode_requests, prefix_token_id, with_bos
 
@@ -41,7 +42,7 @@ PROMPT_FORMATS = ("raw", "chat")
 _SENTINEL = "\x00biaslab-system-probe\x00"
 
 
-class FormatError(ValueError):
+class FormatError(BiaslabError, ValueError):
     """The model cannot be formatted as asked (no BOS token, no chat template)."""
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from biaslab.errors import BiaslabError
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -61,5 +63,5 @@ def with_prefix(request: Request, prefix: str, separator: str = " ") -> Request:
     return Request(prefix, f"{separator}{request.continuation.lstrip()}")
 
 
-class NonFiniteScoreError(ValueError):
+class NonFiniteScoreError(BiaslabError, ValueError):
     """The model returned NaN/inf log-probabilities: broken weights or inputs. Never report such a number."""

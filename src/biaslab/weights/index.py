@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from biaslab.errors import BiaslabError
+
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 
@@ -32,7 +34,7 @@ _DTYPES = {
 }
 
 
-class WeightsError(ValueError):
+class WeightsError(BiaslabError, ValueError):
     """A model directory's safetensors files are missing, malformed, or lack a tensor."""
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from biaslab.errors import MissingInputError
+
 REQUIRED_COLUMNS = {
     "genderlex": ["subject", "context_type", "row", "sent_m", "sent_w", "context", "hb", "is_duplicate"],
     "winobias": ["pair_id", "type", "pro_sentence", "anti_sentence", "pro_pronoun", "anti_pronoun",
@@ -23,7 +25,7 @@ def read_table(prepared_dir: Path, dataset: str) -> pd.DataFrame:
     """Read ``<dataset>.parquet`` and check its columns (error names the file and what is missing)."""
     path = Path(prepared_dir) / f"{dataset}.parquet"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: prepared table missing; run the prepare stage (or drop {dataset!r} "
+        raise MissingInputError(f"{path}: prepared table missing; run the prepare stage (or drop {dataset!r} "
                                 f"from cloze_gender options.datasets)")
     frame = pd.read_parquet(path)
     missing = [c for c in REQUIRED_COLUMNS[dataset] if c not in frame.columns]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from biaslab.errors import MissingInputError
+
 # The authors' conversation scripts (9ebaac3): pipeline_conversation_opensrc.py (implicit prompts) and
 # pipeline_genderquestion_conv_opensrc.py (prompt 1) - their instructions differ in one phrase.
 BOT_INSTRUCTION = {
@@ -32,7 +34,7 @@ def load_inputs(prepared_dir: Path) -> tuple[pd.DataFrame, dict]:
     jobs_path, spec_path = prepared_dir / "occugender_jobs.parquet", prepared_dir / "occugender_spec.json"
     for path in (jobs_path, spec_path):
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: not found; run the `prepare` stage first")
+            raise MissingInputError(f"{path}: not found; run the `prepare` stage first")
     jobs = pd.read_parquet(jobs_path)
     missing = [c for c in ("job", "group", "male_ratio", "female_ratio") if c not in jobs.columns]
     if missing:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from biaslab.atomic import atomic_dir
 from biaslab.config import EmbeddingDebiasConfig
+from biaslab.errors import MissingInputError
 from biaslab.mitigation.embedding.coverage import edit_coverage
 from biaslab.mitigation.embedding.subspace import gender_subspace
 from biaslab.mitigation.embedding.targets import build_targets
@@ -33,7 +34,7 @@ def read_pairs(prepared_dir: Path, languages: tuple[str, ...]) -> dict[str, list
     """``{language: distinct (male, female) pairs}`` from ``gender_pairs.parquet``, in file order."""
     path = prepared_dir / "gender_pairs.parquet"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: prepared table missing; run the prepare stage (dvc repro prepare)")
+        raise MissingInputError(f"{path}: prepared table missing; run the prepare stage (dvc repro prepare)")
     frame = pd.read_parquet(path)
     out = {}
     for language in languages:

@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from biaslab.config import EmbeddingDebiasConfig
+from biaslab.errors import MissingInputError
 from biaslab.mitigation.embedding.words import WordEncoder
 
 SOURCE_LANGUAGE = {"gbem_ua": "uk", "occugender": "en", "winobias": "en"}
@@ -58,7 +59,7 @@ def gbem_ua_professions(frame: pd.DataFrame) -> set[str]:
 def _read(prepared_dir: Path, name: str) -> pd.DataFrame:
     path = prepared_dir / name
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: prepared table missing; run the prepare stage (dvc repro prepare)")
+        raise MissingInputError(f"{path}: prepared table missing; run the prepare stage (dvc repro prepare)")
     return pd.read_parquet(path)
 
 
