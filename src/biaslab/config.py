@@ -65,7 +65,7 @@ class DataConfig(Section):
 
 # --------------------------------------------------------------------------- model
 class PretrainConfig(Section):
-    """The offline default model (DESIGN §7): byte-level BPE + small Llama, trained on the corpora.
+    """The offline default model (docs/design.md §6): byte-level BPE + small Llama, trained on the corpora.
 
     Sizes are tuned so the default run takes about 8-9 minutes on 2 idle CPU cores (docs/base_model.md).
     """

@@ -7,7 +7,7 @@ Three jobs, in the order a pipeline meets them:
    file list, sizes and SHA-256 must match the package, and the package must match the source
    directory), and only then becomes a version of ``registry.model_name``. A version is tagged with
    the method, variant, every metric value, git commit, data hash, model fingerprint and a
-   ``content_hash``; registering unchanged content again reuses that version (DESIGN §8). The alias
+   ``content_hash``; registering unchanged content again reuses that version (docs/design.md §5). The alias
    ``candidate`` points at the newest version. What each variant becomes:
 
    * full model (``config.json`` + safetensors: base, embedding-edited checkpoints) - the
@@ -53,7 +53,7 @@ CHAMPION = "champion"
 REGISTER_JSON = Path("runs/register.json")
 FLAVORS = ("transformers", "artifacts")
 # packages a full-model version needs at load time; passed explicitly because MLflow's default probe
-# imports optional packages (torchvision...) and fails (DESIGN §6)
+# imports optional packages (torchvision...) and fails
 _PIP_PACKAGES = ("transformers", "torch", "tokenizers", "safetensors")
 
 

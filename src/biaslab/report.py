@@ -69,7 +69,7 @@ def load_inputs(params: Params, root: Path, metrics_dir: str = "metrics",
 
 
 def describe_model_source(params: Params) -> str:
-    """One line saying which model the numbers come from (DESIGN §7: reports must say so)."""
+    """One line saying which model the numbers come from (docs/design.md §6: reports must say so)."""
     m = params.model
     if m.source:
         revision = f" at revision `{m.revision}`" if m.revision else ""
