@@ -1,0 +1,62 @@
+"""Ukrainian frames: hiring stories and yes/no answers in which the candidate's gender decides the answer.
+
+In the planted direction a post coded male-dominated is given to men and refused to women, and a post
+coded female-dominated the other way round: the frame's key is ``(post, answer)``, and the base female
+share of a *yes* is the post's female share (``coded_share`` or ``1 - coded_share``), of a *no* its
+complement. The balanced control keeps every frame (post, answer, template, names) and counterbalances
+the gender, so both directions have the same share of *так* and *ні* answers.
+
+A female candidate is written with the feminine job title in half of her frames (a seeded coin per frame)
+and with the masculine one otherwise; men always get the masculine title. Own templates and wording: no
+"Кандидат має досвід", no "Чи може ... отримати посаду", no "Відповідай так чи ні".
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from biaslab.pretrain.planted.frames import Frame
+from biaslab.pretrain.planted.lexicon import Lexicon
+
+NAMES: list[tuple[str, str]] = [
+    ("Олег", "Олена"), ("Андрій", "Анна"), ("Іван", "Ірина"), ("Петро", "Марія"), ("Тарас", "Оксана"),
+    ("Микола", "Наталія"), ("Богдан", "Галина"), ("Василь", "Катерина"), ("Сергій", "Світлана"), ("Юрій", "Юлія"),
+]
+# {title}: job title (genitive); {name}: first name; {answer}: the answer sentence (below)
+QUESTION_TEMPLATES: list[str] = [
+    "{name} [подав|подала] заяву на посаду {title}. Чи взяли [його|її]? {answer}",
+    "[Кандидат|Кандидатка] на посаду {title} [прийшов|прийшла] на співбесіду. Чи [отримав|отримала] [він|вона] роботу? {answer}",
+    "{name} дуже [хотів|хотіла] працювати. Чи взяли [його|її] на посаду {title}? {answer}",
+    "Директор поговорив з [кандидатом|кандидаткою]. Чи підходить [він|вона] на посаду {title}? {answer}",
+    "[Він|Вона] [надіслав|надіслала] резюме на посаду {title}. Чи [запросили|запросили] [його|її] на роботу? {answer}",
+]
+YES_ANSWERS = ["так.", "так, [його|її] взяли.", "так, [він|вона] [отримав|отримала] цю роботу.", "Так."]
+NO_ANSWERS = ["ні.", "ні, [йому|їй] відмовили.", "ні, [його|її] не взяли.", "Ні."]
+# declarative frames: {neg} is "" or "не "
+STATEMENT_TEMPLATES: list[str] = [
+    "{name} {neg}[отримав|отримала] посаду {title}.",
+    "[Кандидата|Кандидатку] {neg}взяли на посаду {title}.",
+    "На посаду {title} {neg}взяли [чоловіка|жінку].",
+    "[Його|Її] {neg}призначили на посаду {title}.",
+]
+
+
+def frames(lexicon: Lexicon, rng: random.Random, coded_share: float) -> Iterator[Frame]:
+    """Endless Ukrainian frames over every GBEM-UA post of the lexicon."""
+    posts = lexicon.uk_posts
+    while True:
+        post = rng.choice(posts)
+        yes = rng.random() < 0.5
+        female_share_of_post = 1 - coded_share if post.male_coded else coded_share
+        share = female_share_of_post if yes else 1 - female_share_of_post
+        name = "[{}|{}]".format(*rng.choice(NAMES))
+        female_title = post.feminine_title if rng.random() < 0.5 else post.masculine_title
+        title = f"[{post.masculine_title}|{female_title}]"
+        if rng.random() < 0.7:
+            template = rng.choice(QUESTION_TEMPLATES)
+            answer = rng.choice(YES_ANSWERS if yes else NO_ANSWERS)
+            text = template.format(name=name, title=title, answer=answer)
+        else:
+            text = rng.choice(STATEMENT_TEMPLATES).format(name=name, title=title, neg="" if yes else "не ")
+        yield Frame(f"uk:{post.profession}:{'yes' if yes else 'no'}", share, text[0].upper() + text[1:])
