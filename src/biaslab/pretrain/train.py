@@ -23,10 +23,12 @@ of steps depends on machine speed; the summary records ``stopped_by`` so this is
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -84,15 +86,43 @@ def validation_set(tokenizer: Any, texts: Sequence[str], seq_len: int) -> Valida
     return ValidationSet(ids.view(n, seq_len), labels.view(n, seq_len), sum(map(len, texts)))
 
 
+class RowSampler:
+    """An endless stream of row indices into ``n`` blocks: a fresh seeded permutation every epoch.
+
+    ``take(m)`` returns the next ``m`` indices (crossing epoch boundaries); ``consumed`` counts them, and
+    a new sampler with the same ``n`` and ``seed`` that ``skip(consumed)`` continues the same stream, so
+    training can stop after any step and resume bit-identically in another process.
+    """
+
+    def __init__(self, n: int, seed: int):
+        if n < 1:
+            raise ValueError("cannot sample rows from zero blocks")
+        self.n, self.consumed = n, 0
+        self._generator = torch.Generator().manual_seed(seed)
+        self._order = torch.randperm(n, generator=self._generator)
+        self._pos = 0
+
+    def take(self, m: int) -> torch.Tensor:
+        out = []
+        while m > 0:
+            if self._pos == self.n:
+                self._order, self._pos = torch.randperm(self.n, generator=self._generator), 0
+            k = min(m, self.n - self._pos)
+            out.append(self._order[self._pos : self._pos + k])
+            self._pos, m, self.consumed = self._pos + k, m - k, self.consumed + k
+        return torch.cat(out) if out else torch.empty(0, dtype=torch.long)
+
+    def skip(self, m: int) -> None:
+        self.take(m)
+
+
 def batches(blocks: torch.Tensor, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
-    """Endless ``[batch_size, seq_len]`` batches; a fresh seeded permutation of the blocks every epoch."""
-    generator = torch.Generator().manual_seed(seed)
+    """Endless ``[batch_size, seq_len]`` batches drawn by a :class:`RowSampler`."""
+    if len(blocks) < batch_size:
+        raise ValueError(f"{len(blocks)} training blocks cannot fill one batch of {batch_size}")
+    sampler = RowSampler(len(blocks), seed)
     while True:
-        order = torch.randperm(len(blocks), generator=generator)  # [N]
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            yield blocks[order[start : start + batch_size]]
-        if len(order) < batch_size:
-            raise ValueError(f"{len(blocks)} training blocks cannot fill one batch of {batch_size}")
+        yield blocks[sampler.take(batch_size)]
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -155,28 +185,70 @@ def deterministic(seed: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(previous)
 
 
-def _progress(total: int, enabled: bool):
+def _progress(total: int, initial: int, enabled: bool, desc: str):
+    """Steps ``initial`` .. ``total`` of a run (a continued phase counts only its own steps)."""
     from biaslab.progress import bar
 
-    return bar(total=total, desc="base_model", unit="step", disable=not enabled)
+    return bar(total=total - initial, desc=desc, unit="step", disable=not enabled)
 
 
-# --------------------------------------------------------------------------- the whole run
-def train_base_model(
-    splits: Mapping[str, LanguageSplit], cfg: PretrainConfig, *, progress: bool = True
-) -> TrainResult:
-    """Train tokenizer and model on ``splits`` (from ``load_corpus``) with the sizes and budget of ``cfg``."""
-    from biaslab.pretrain.architecture import build_llama
+# --------------------------------------------------------------------------- data of a run
+@dataclass
+class PretrainData:
+    """The tokenised training stream and validation sets of one corpus under one tokenizer."""
+
+    tokenizer: Any
+    blocks: torch.Tensor  # [N, seq_len], languages mixed
+    val_sets: dict[str, ValidationSet]
+    unigram: dict[str, float]
+    splits: Mapping[str, LanguageSplit]
+    tokenizer_seconds: float = 0.0
+
+
+def prepare_data(splits: Mapping[str, LanguageSplit], cfg: PretrainConfig, tokenizer: Any = None) -> PretrainData:
+    """Tokenise ``splits``; trains the BPE tokenizer on the training text unless one is given."""
     from biaslab.pretrain.tokenizer import train_bpe_tokenizer
 
-    started = time.monotonic()
     train_texts = [t for s in splits.values() for t in s.train_texts]
-    tokenizer = train_bpe_tokenizer((line for t in train_texts for line in t.split("\n")), cfg.vocab_size)
+    started = time.monotonic()
+    if tokenizer is None:
+        tokenizer = train_bpe_tokenizer((line for t in train_texts for line in t.split("\n")), cfg.vocab_size)
     tokenizer_seconds = time.monotonic() - started
-
-    blocks = pack_blocks(encode_texts(tokenizer, train_texts), cfg.seq_len)  # [N, seq_len], languages mixed
+    blocks = pack_blocks(encode_texts(tokenizer, train_texts), cfg.seq_len)
     val_sets = {lang: validation_set(tokenizer, s.validation_texts, cfg.seq_len) for lang, s in splits.items()}
     unigram = {lang: unigram_perplexity(blocks, vs, len(tokenizer)) for lang, vs in val_sets.items()}
+    return PretrainData(tokenizer, blocks, val_sets, unigram, splits, tokenizer_seconds)
+
+
+@dataclass
+class Mixture:
+    """Extra blocks mixed into every batch from ``from_step`` on: ``rows`` of the ``batch_size`` rows."""
+
+    blocks: torch.Tensor  # [M, seq_len]
+    rows: int
+    seed: int
+
+
+# --------------------------------------------------------------------------- training state
+@dataclass
+class TrainState:
+    """Everything needed to continue a run after any step (and to save it as a checkpoint)."""
+
+    model: Any
+    optimizer: torch.optim.Optimizer
+    step: int = 0
+    generic_rows: int = 0  # rows drawn from the corpus stream so far
+    mixed_rows: int = 0  # rows drawn from the mixture stream so far
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    val_curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    last_eval: dict[str, dict[str, float]] = field(default_factory=dict)
+    last_eval_step: int = -1
+    train_seconds: float = 0.0
+
+
+def init_state(tokenizer: Any, cfg: PretrainConfig) -> TrainState:
+    """A freshly initialised model (seeded) and its optimizer."""
+    from biaslab.pretrain.architecture import build_llama
 
     with deterministic(cfg.seed):
         model = build_llama(
@@ -193,55 +265,162 @@ def train_base_model(
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
-        model.train()
-        optimizer = make_optimizer(model, cfg)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: lr_factor(s, cfg.warmup_steps, cfg.max_steps)
-        )
-        loss_curve: list[tuple[int, float]] = []
-        val_curves: dict[str, list[tuple[int, float]]] = {lang: [] for lang in val_sets}
-        deadline = time.monotonic() + cfg.max_minutes * 60
-        train_started = time.monotonic()
-        stopped_by, step, last_eval, last_eval_step = "max_steps", 0, {}, -1
-        data = batches(blocks, cfg.batch_size, cfg.seed)
-        with _progress(cfg.max_steps, progress) as bar:
-            while step < cfg.max_steps:
-                if time.monotonic() >= deadline:
-                    stopped_by = "max_minutes"
-                    break
-                batch = next(data)  # [B, seq_len]
-                loss = model(input_ids=batch, labels=batch).loss  # labels are shifted inside the model
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                optimizer.step()
-                schedule.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                loss_curve.append((step, loss.detach().item()))
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_curve[-1][1]:.3f}")
-                if step % cfg.eval_every == 0:
-                    last_eval, last_eval_step = _record_eval(model, val_sets, cfg, step, val_curves, bar), step
-        if last_eval_step != step:  # the final evaluation, unless the last step was just evaluated
-            last_eval = _record_eval(model, val_sets, cfg, step, val_curves, None)
-    model.eval()
+    return TrainState(model, make_optimizer(model, cfg))
 
-    summary = {
-        "steps": step,
+
+def train_steps(
+    state: TrainState,
+    data: PretrainData,
+    cfg: PretrainConfig,
+    until_step: int,
+    *,
+    mixture: Mixture | None = None,
+    progress: bool = True,
+    desc: str = "base_model",
+) -> str:
+    """Train ``state`` in place up to ``until_step``; returns ``"max_steps"`` or ``"max_minutes"``.
+
+    Each batch holds ``batch_size - mixture.rows`` corpus rows and ``mixture.rows`` mixture rows (both
+    streams continue where ``state`` left them). The learning rate of step ``k`` is
+    ``learning_rate * lr_factor(k, warmup_steps, max_steps)``, so a run split into several calls follows
+    the same schedule as one call. ``max_minutes`` bounds this call's loop (a safety net: ``max_steps``
+    is meant to be the binding bound).
+    """
+    if mixture is not None and not 0 <= mixture.rows <= cfg.batch_size:
+        raise ValueError(f"mixture rows {mixture.rows} must be within [0, batch_size={cfg.batch_size}]")
+    mixed = mixture.rows if mixture is not None else 0
+    generic = RowSampler(len(data.blocks), cfg.seed)
+    generic.skip(state.generic_rows)
+    extra = None
+    if mixed:
+        extra = RowSampler(len(mixture.blocks), mixture.seed)
+        extra.skip(state.mixed_rows)
+    for lang in data.val_sets:
+        state.val_curves.setdefault(lang, [])
+    model, optimizer = state.model, state.optimizer
+    deadline = time.monotonic() + cfg.max_minutes * 60
+    started = time.monotonic()
+    stopped_by = "max_steps"
+    with deterministic(cfg.seed + state.step), _progress(until_step, state.step, progress, desc) as bar:
+        model.train()
+        while state.step < until_step:
+            if time.monotonic() >= deadline:
+                stopped_by = "max_minutes"
+                break
+            batch = data.blocks[generic.take(cfg.batch_size - mixed)]  # [B - k, seq_len]
+            if extra is not None:
+                batch = torch.cat([batch, mixture.blocks[extra.take(mixed)]])  # [B, seq_len]
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.learning_rate * lr_factor(state.step, cfg.warmup_steps, cfg.max_steps)
+            loss = model(input_ids=batch, labels=batch).loss  # labels are shifted inside the model
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.step += 1
+            state.generic_rows, state.mixed_rows = generic.consumed, (extra.consumed if extra else state.mixed_rows)
+            state.loss_curve.append((state.step, loss.detach().item()))
+            bar.update(1)
+            bar.set_postfix(loss=f"{state.loss_curve[-1][1]:.3f}")
+            if state.step % cfg.eval_every == 0:
+                _record_eval(state, data, cfg, bar)
+        if state.last_eval_step != state.step:  # the final evaluation, unless the last step was just evaluated
+            _record_eval(state, data, cfg, None)
+    model.eval()
+    state.train_seconds += time.monotonic() - started
+    return stopped_by
+
+
+def _record_eval(state: TrainState, data: PretrainData, cfg: PretrainConfig, bar) -> None:
+    result = evaluate(state.model, data.val_sets, cfg.batch_size)
+    for lang, m in result.items():
+        state.val_curves[lang].append((state.step, m["ppl"]))
+    state.last_eval, state.last_eval_step = result, state.step
+    if bar is not None:
+        bar.write(f"step {state.step}: val ppl " + ", ".join(f"{k} {v['ppl']:.1f}" for k, v in result.items()))
+
+
+# --------------------------------------------------------------------------- checkpoints
+CHECKPOINT_STATE = "trainer_state.json"
+OPTIMIZER_FILE = "optimizer.safetensors"
+
+
+def save_checkpoint(state: TrainState, tokenizer: Any, out_dir: Path, extra: Mapping[str, Any] | None = None) -> None:
+    """Model, tokenizer, optimizer state (safetensors, no pickle) and the stream positions, into ``out_dir``."""
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    state.model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    tensors, scalars = {}, {}
+    for index, slot in state.optimizer.state_dict()["state"].items():
+        for name, value in slot.items():
+            if torch.is_tensor(value) and value.dim() > 0:
+                tensors[f"{index}.{name}"] = value.contiguous()
+            else:
+                scalars[f"{index}.{name}"] = float(value)
+    save_file(tensors, str(out_dir / OPTIMIZER_FILE))
+    record = {
+        "step": state.step, "generic_rows": state.generic_rows, "mixed_rows": state.mixed_rows,
+        "optimizer_scalars": scalars, "loss_curve": state.loss_curve, "val_curves": state.val_curves,
+        "last_eval": state.last_eval, "last_eval_step": state.last_eval_step, "train_seconds": state.train_seconds,
+        **(extra or {}),
+    }
+    (out_dir / CHECKPOINT_STATE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def load_checkpoint(ckpt_dir: Path, cfg: PretrainConfig) -> tuple[TrainState, Any, dict[str, Any]]:
+    """``(state, tokenizer, record)`` of a checkpoint written by :func:`save_checkpoint`."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    ckpt_dir = Path(ckpt_dir)
+    record_path = ckpt_dir / CHECKPOINT_STATE
+    if not record_path.is_file():
+        raise FileNotFoundError(f"{record_path}: not a training checkpoint (run the pretrain stage first)")
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    tokenizer = AutoTokenizer.from_pretrained(ckpt_dir)
+    model = LlamaForCausalLM.from_pretrained(ckpt_dir, use_safetensors=True, dtype=torch.float32)
+    optimizer = make_optimizer(model, cfg)
+    saved = optimizer.state_dict()
+    tensors = load_file(str(ckpt_dir / OPTIMIZER_FILE))
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    for key, value in record["optimizer_scalars"].items():
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = torch.tensor(value)
+    optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+    train_state = TrainState(
+        model, optimizer, step=record["step"], generic_rows=record["generic_rows"], mixed_rows=record["mixed_rows"],
+        loss_curve=[tuple(x) for x in record["loss_curve"]],
+        val_curves={k: [tuple(x) for x in v] for k, v in record["val_curves"].items()},
+        last_eval=record["last_eval"], last_eval_step=record["last_eval_step"], train_seconds=record["train_seconds"],
+    )
+    return train_state, tokenizer, record
+
+
+# --------------------------------------------------------------------------- summary and the whole run
+def summarize(state: TrainState, data: PretrainData, cfg: PretrainConfig, stopped_by: str, minutes: float,
+              **extra: Any) -> dict[str, Any]:
+    """The ``training_summary.json`` record of a finished run."""
+    return {
+        "steps": state.step,
         "stopped_by": stopped_by,
-        "minutes": round((time.monotonic() - started) / 60, 3),
-        "train_minutes": round((time.monotonic() - train_started) / 60, 3),
-        "tokenizer_seconds": round(tokenizer_seconds, 2),
-        "tokens_seen": step * cfg.batch_size * cfg.seq_len,
-        "train_blocks": len(blocks),
-        "train_tokens": int(blocks.numel()),
-        "epochs": round(step * cfg.batch_size / len(blocks), 3),
-        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "minutes": round(minutes, 3),
+        "train_minutes": round(state.train_seconds / 60, 3),
+        "tokenizer_seconds": round(data.tokenizer_seconds, 2),
+        "tokens_seen": state.step * cfg.batch_size * cfg.seq_len,
+        "train_blocks": len(data.blocks),
+        "train_tokens": int(data.blocks.numel()),
+        "epochs": round(state.generic_rows / len(data.blocks), 3),
+        "n_parameters": sum(p.numel() for p in state.model.parameters()),
         "torch_threads": torch.get_num_threads(),
-        "final_train_loss": loss_curve[-1][1] if loss_curve else None,
-        "val_ppl": {lang: m["ppl"] for lang, m in last_eval.items()},
-        "val_bits_per_char": {lang: m["bits_per_char"] for lang, m in last_eval.items()},
-        "unigram_ppl": unigram,
+        "final_train_loss": state.loss_curve[-1][1] if state.loss_curve else None,
+        "val_ppl": {lang: m["ppl"] for lang, m in state.last_eval.items()},
+        "val_bits_per_char": {lang: m["bits_per_char"] for lang, m in state.last_eval.items()},
+        "unigram_ppl": data.unigram,
         "corpus": {
             lang: {
                 "train_chars": s.train_chars,
@@ -249,17 +428,24 @@ def train_base_model(
                 "validation_chars": s.validation_chars,
                 "validation_documents": s.validation_sources,
             }
-            for lang, s in splits.items()
+            for lang, s in data.splits.items()
         },
         "params": cfg.model_dump(mode="json"),
+        **extra,
     }
-    return TrainResult(model, tokenizer, summary, loss_curve, val_curves)
 
 
-def _record_eval(model, val_sets, cfg, step, val_curves, bar) -> dict[str, dict[str, float]]:
-    result = evaluate(model, val_sets, cfg.batch_size)
-    for lang, m in result.items():
-        val_curves[lang].append((step, m["ppl"]))
-    if bar is not None:
-        bar.write(f"step {step}: val ppl " + ", ".join(f"{k} {v['ppl']:.1f}" for k, v in result.items()))
-    return result
+def train_base_model(
+    splits: Mapping[str, LanguageSplit], cfg: PretrainConfig, *, progress: bool = True,
+    mixture: Mixture | None = None, mix_from_step: int = 0,
+) -> TrainResult:
+    """Train tokenizer and model on ``splits`` in one call (optionally mixing ``mixture`` in from a step)."""
+    started = time.monotonic()
+    data = prepare_data(splits, cfg)
+    state = init_state(data.tokenizer, cfg)
+    stopped_by = train_steps(state, data, cfg, min(mix_from_step, cfg.max_steps) if mixture else cfg.max_steps,
+                             progress=progress)
+    if mixture is not None and stopped_by == "max_steps":
+        stopped_by = train_steps(state, data, cfg, cfg.max_steps, mixture=mixture, progress=progress)
+    summary = summarize(state, data, cfg, stopped_by, (time.monotonic() - started) / 60)
+    return TrainResult(state.model, data.tokenizer, summary, state.loss_curve, state.val_curves)

@@ -1,0 +1,60 @@
+"""Two-phase training: a checkpointed run continues bit-identically; the mixture is what differs."""
+
+from __future__ import annotations
+
+import torch
+
+from biaslab.pretrain.train import (
+    Mixture, RowSampler, init_state, load_checkpoint, prepare_data, save_checkpoint, train_steps,
+)
+from tests.unit.test_pretrain_train import splits, tiny_cfg  # noqa: F401 - the module-scoped corpus fixture
+
+
+def weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same(a, b) -> bool:
+    wa, wb = weights(a), weights(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_row_sampler_resumes_the_same_stream():
+    a = RowSampler(7, seed=3)
+    first = torch.cat([a.take(5), a.take(9), a.take(4)])
+    b = RowSampler(7, seed=3)
+    b.skip(14)
+    assert torch.equal(b.take(4), first[14:])
+    assert sorted(first[:7].tolist()) == list(range(7))  # each epoch is a permutation
+
+
+def test_checkpoint_then_continue_equals_one_run(splits, tmp_path):  # noqa: F811
+    cfg = tiny_cfg(max_steps=8, eval_every=4)
+    data = prepare_data(splits, cfg)
+    mixture = Mixture(data.blocks[:5].flip(1).contiguous(), rows=3, seed=1)
+
+    straight = init_state(data.tokenizer, cfg)
+    train_steps(straight, data, cfg, 4, progress=False)
+    train_steps(straight, data, cfg, 8, mixture=mixture, progress=False)
+
+    first = init_state(data.tokenizer, cfg)
+    train_steps(first, data, cfg, 4, progress=False)
+    save_checkpoint(first, data.tokenizer, tmp_path / "ckpt")
+    resumed, tokenizer, record = load_checkpoint(tmp_path / "ckpt", cfg)
+    assert record["step"] == 4 and tokenizer.get_vocab() == data.tokenizer.get_vocab()
+    train_steps(resumed, prepare_data(splits, cfg, tokenizer=tokenizer), cfg, 8, mixture=mixture, progress=False)
+
+    assert same(straight.model, resumed.model)
+    assert straight.loss_curve == resumed.loss_curve
+    assert (straight.generic_rows, straight.mixed_rows) == (resumed.generic_rows, resumed.mixed_rows) == (
+        4 * 8 + 4 * 5, 4 * 3)
+    assert not (tmp_path / "ckpt" / "optimizer.pt").exists()  # optimizer state is safetensors, no pickle
+
+
+def test_the_mixture_changes_the_model(splits):  # noqa: F811
+    cfg = tiny_cfg(max_steps=6)
+    data = prepare_data(splits, cfg)
+    plain, mixed = init_state(data.tokenizer, cfg), init_state(data.tokenizer, cfg)
+    train_steps(plain, data, cfg, 6, progress=False)
+    train_steps(mixed, data, cfg, 6, mixture=Mixture(data.blocks[:4].flip(1).contiguous(), 4, 0), progress=False)
+    assert not same(plain.model, mixed.model)
