@@ -183,7 +183,9 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
             if not entry.enabled:
                 continue
             benchmark = load_benchmark(name, entry.module)
-            prefix = resolve_prompt_prefix(variant, benchmark.language, variant_name)
+            # a benchmark without a language (lm_quality: plain held-out text) never gets a prompt prefix
+            language = getattr(benchmark, "language", None)
+            prefix = resolve_prompt_prefix(variant, language, variant_name) if language else ""
             lm = scorer.with_prefix(prefix) if prefix else scorer
             start = time.perf_counter()
             try:

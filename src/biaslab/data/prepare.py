@@ -20,6 +20,7 @@ from biaslab.data import (
     gender_pairs,
     genderlex,
     genderlex_wino,
+    lm_heldout,
     occugender,
     rubia,
     winobias,
@@ -49,6 +50,7 @@ def prepare(params: Params) -> dict[str, Any]:
         "winobias.parquet": winobias.load(cfg, report),
         "winogender.parquet": winogender.load(cfg, report),
         "genderlex.parquet": genderlex.load(cfg, report),
+        "lm_heldout.parquet": lm_heldout.load(params, report),
     }
     optional = genderlex_wino.load(cfg, report)  # the ClozeGender authors' WinoBias/Winogender sentences
     if optional is not None:

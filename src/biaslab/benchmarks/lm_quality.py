@@ -1,0 +1,99 @@
+"""LM quality ("do no harm"): held-out perplexity and bits per character per language.
+
+A mitigation that removes bias by damaging the model is no mitigation, so every variant is also scored on
+held-out text (``data/prepared/lm_heldout.parquet``, see :mod:`biaslab.data.lm_heldout`: by default the
+default model's own validation documents). Each chunk is scored from BOS as one request,
+``log P(chunk | BOS)`` summed over its tokens, and per language:
+
+* ``lm_quality/ppl_<lang>`` = ``exp(Σ NLL / Σ tokens)`` — token perplexity (comparable between variants
+  that share a tokenizer, i.e. all variants of one base model);
+* ``lm_quality/bits_per_char_<lang>`` = ``Σ NLL / ln 2 / Σ characters`` — tokenizer-independent;
+* ``lm_quality/bits_per_char`` — all languages pooled (characters as weights).
+
+All lower is better, each with a percentile-bootstrap CI resampling chunks (ratio estimator: numerator and
+denominator resampled together). The text is scored without a prompt prefix: a prompt variant's weights
+are the base model's, so its LM quality is the base's by construction (the benchmark declares no
+language). Needs a causal LM; a masked LM is skipped with the reason logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table, skipped_result
+from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.values import MetricValue
+from biaslab.scoring.requests import Request
+
+log = logging.getLogger(__name__)
+NAME = "lm_quality"
+DEFAULT_OPTIONS: dict[str, Any] = {"languages": None}  # null = every language of the prepared table
+REQUIRED_COLUMNS = ("language", "document", "chunk", "text")
+
+
+def _nll(frame: pd.DataFrame) -> float:
+    return float(-frame["logprob"].to_numpy().sum())
+
+
+def ppl(frame: pd.DataFrame) -> float:
+    """Token perplexity of the chunks in ``frame``."""
+    return math.exp(_nll(frame) / frame["n_tokens"].to_numpy().sum())
+
+
+def bits_per_char(frame: pd.DataFrame) -> float:
+    """Bits per character of the chunks in ``frame``."""
+    return _nll(frame) / math.log(2) / frame["n_chars"].to_numpy().sum()
+
+
+def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
+    metrics: dict[str, MetricValue] = {}
+    slim = scored[["language", "logprob", "n_tokens", "n_chars"]]
+
+    def add(name: str, frame: pd.DataFrame, statistic, description: str) -> None:
+        low, high = bootstrap_ci(frame, statistic, samples=ctx.bootstrap_samples, seed=ctx.seed,
+                                 confidence=ctx.confidence)
+        metrics[f"{NAME}/{name}"] = MetricValue(statistic(frame), "lower", None, low, high, int(len(frame)),
+                                                description)
+
+    for lang, frame in slim.groupby("language", sort=True):
+        add(f"ppl_{lang}", frame, ppl, f"token perplexity on held-out {lang} text (chunks scored from BOS)")
+        add(f"bits_per_char_{lang}", frame, bits_per_char, f"bits per character on held-out {lang} text")
+    add("bits_per_char", slim, bits_per_char, "bits per character on the held-out text of all languages")
+    return metrics
+
+
+class LmQuality:
+    name = NAME
+    language = None  # no prompt prefix: plain held-out text
+
+    def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
+        opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+        kind = getattr(lm, "kind", "causal")
+        if kind != "causal":
+            reason = f"lm_quality scores next-token log-probabilities (a causal LM); model kind is {kind!r}: skipped"
+            log.warning(reason)
+            return skipped_result(NAME, reason)
+        chunks = read_prepared_table(prepared_dir, "lm_heldout", REQUIRED_COLUMNS)
+        if opts["languages"] is not None:
+            chunks = chunks[chunks["language"].isin(list(opts["languages"]))]
+            if chunks.empty:
+                raise ValueError(f"lm_quality: no held-out text for languages {opts['languages']}")
+        chunks = chunks.reset_index(drop=True)
+        scores = lm.loglikelihood([Request("", t) for t in chunks["text"]], desc=NAME if ctx.progress else None)
+        scored = chunks.assign(
+            logprob=[s.logprob for s in scores], n_tokens=[s.n_tokens for s in scores],
+            n_chars=chunks["text"].str.len().to_numpy(dtype=np.int64),
+        )
+        metrics = compute_metrics(scored, ctx)
+        table = pd.DataFrame([{"metric": k.split("/", 1)[1], **v.to_dict()} for k, v in metrics.items()])
+        return BenchmarkResult(metrics=metrics, predictions={"lm_quality_chunks": scored.drop(columns="text")},
+                               tables={"lm_quality": table})
+
+
+BENCHMARK = LmQuality()
