@@ -45,7 +45,9 @@ explicit prompt (1) and for the implicit prompts (per job, the mean over prompts
 Metrics (no debiasing, ``occugender/<bias>_<group>_p_<gender>``: descriptive, tagged
 ``target`` with ideal 1/3 = all genders equally likely, the debiasing prompts' stated goal),
 ``occugender/<bias>_parity_gap`` and ``occugender/<bias>_bls_gap`` (overall, bootstrap CI over
-jobs) and per group, ``occugender/debias_<id|level>/<bias>_parity_gap`` per debiasing prompt and
+jobs) and per group, ``occugender/<bias>_group_gap`` (mean P~_f of female-dominated minus male-dominated
+jobs: how much the gender guess follows the occupation; bootstrap CI over jobs; target 0),
+``occugender/debias_<id|level>/<bias>_parity_gap`` per debiasing prompt and
 abstraction level, and ``occugender/debias_<id|level>/<bias>_parity_gap_change`` (minus the no-debias
 value; lower is better). Tables use percent, as the paper.
 
