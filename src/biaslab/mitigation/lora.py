@@ -41,7 +41,7 @@ from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, pl
 # LoraConfig fields that change what is learned; the rest (save/log cadence) may change between resumes
 TRAINING_KEYS = (
     "r", "alpha", "dropout", "target_modules", "epochs", "learning_rate", "per_device_batch_size",
-    "gradient_accumulation_steps", "max_steps", "max_length", "augmentation", "seed",
+    "gradient_accumulation_steps", "max_steps", "max_length", "augmentation", "sources", "seed",
     "mixed_precision", "gradient_checkpointing", "quantization", "optimizer",
 )
 TUNABLE_KEYS = ("r", "alpha", "dropout", "target_modules", "epochs", "learning_rate")
@@ -289,11 +289,12 @@ def finetune(
     ``prompt_format`` are the evaluation's (``scoring.add_bos``, ``evaluation.prompt_format``): the
     adapter learns on the token sequences it is evaluated on.
     """
-    from biaslab.mitigation.sft_data import training_examples, validation_examples
+    from biaslab.mitigation.sft_data import validation_examples
+    from biaslab.mitigation.sft_sources import training_set
     from biaslab.scoring.formatting import PromptFormat
 
     plan = plan_training(cfg)  # fails here, before loading, when the machine cannot run the options
-    train = training_examples(frame, cfg.augmentation)
+    train = training_set(frame, cfg.augmentation, cfg.sources)
     valid = validation_examples(frame) if (frame["split"] == "validation").any() else None
     loaded = load_for_training(base_dir, plan)
     checkpoint_dir = Path(cfg.checkpoint_dir)

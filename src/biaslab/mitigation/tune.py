@@ -195,7 +195,7 @@ def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: 
         "metrics": [cfg.accuracy_metric, cfg.gap_metric], "seed": cfg.seed, "options": options or {},
         "lora": {k: v for k, v in hyperparameters(lora).items() if k not in space and k != "max_steps"},
         "base": base_fingerprint, "training": training or {},
-        "train": sorted(train["prompt"]), "valid": sorted(valid["qa_sentence"]),
+        "train": sorted(train["prompt"] + "\t" + train["completion"]), "valid": sorted(valid["qa_sentence"]),
     }
     if formatting and formatting != {"add_bos": "auto", "prompt_format": "raw"}:
         key["formatting"] = formatting
@@ -431,12 +431,12 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     """
     from optuna.trial import TrialState
 
-    from biaslab.mitigation.sft_data import training_examples
+    from biaslab.mitigation.sft_sources import training_set
     from biaslab.models import fingerprint_dir
 
     root = Path(root)
     plan = plan_training(lora)  # fails here, before any trial, when the machine cannot run the LoRA options
-    train = training_examples(frame, lora.augmentation)
+    train = training_set(frame, lora.augmentation, lora.sources)
     valid = frame[frame["split"] == "validation"].reset_index(drop=True)
     if valid.empty:
         raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
