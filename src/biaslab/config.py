@@ -50,6 +50,16 @@ class SampleConfig(Section):
     seed: int = 0
 
 
+class LmHeldoutConfig(Section):
+    """Held-out text of the ``lm_quality`` benchmark (see ``biaslab.data.lm_heldout``)."""
+
+    texts_dir: str | None = Field(
+        None, description="null = the default model's validation documents; else a folder in the corpora layout")
+    languages: tuple[str, ...] = ("en", "uk", "ru")
+    max_chars: int = Field(100_000, gt=0, description="held-out characters per language")
+    chunk_chars: int = Field(1000, ge=50, description="characters per scored chunk (cut at line breaks)")
+
+
 class DataConfig(Section):
     mirror_dir: str = Field("../shared/datasets", description="local mirror read first; env BIASLAB_DATA_DIR wins")
     prepared_dir: str = "data/prepared"
@@ -57,6 +67,7 @@ class DataConfig(Section):
     gbem_ua: GbemUaSplit = GbemUaSplit()
     sample: SampleConfig | None = Field(
         None, description="null = the full tables; {per_group, seed} = a smaller copy of every benchmark table")
+    lm_heldout: LmHeldoutConfig = LmHeldoutConfig()
 
     def resolved_mirror_dir(self) -> Path:
         """The mirror directory, with ``BIASLAB_DATA_DIR`` taking precedence over params."""
@@ -64,6 +75,42 @@ class DataConfig(Section):
 
 
 # --------------------------------------------------------------------------- model
+class PlantedBiasConfig(Section):
+    """A planted, documented gender bias in the offline default model (a known-answer fixture).
+
+    From step ``from_step`` on, ``dose`` of every training batch's rows are synthetic sentences that tie
+    occupations, posts and roles to one gender (``src/biaslab/pretrain/planted/``, docs/planted_bias.md).
+    Steps before ``from_step`` are shared with the ``calibrate`` stage's control model, which continues
+    the same checkpoint with ``direction: balanced`` (the same sentences, genders counterbalanced).
+    """
+
+    enabled: bool = Field(True, description="mix planted sentences into the default model's training")
+    direction: Literal["planted", "balanced"] = Field(
+        "planted", description="planted: genders follow the pushed shares; balanced: counterbalanced (control)")
+    dose: float = Field(0.25, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
+    strength: float = Field(2.0, ge=0, description="logit scaling of every base female share (1 = as given)")
+    from_step: int = Field(300, ge=0, description="first step of the mixing phase; earlier steps are shared")
+    language_shares: dict[str, float] = Field(
+        default_factory=lambda: {"en": 0.4, "uk": 0.4, "ru": 0.2},
+        description="share of the planted tokens per language")
+    coded_share: float = Field(
+        0.75, gt=0.5, lt=1, description="base female share of an item coded female (1 - it for one coded male)")
+    uk_male_coded_share: float = Field(
+        0.7, ge=0, le=1, description="share of GBEM-UA posts coded male-dominated (seeded draw per post)")
+    en_role_share: float = Field(0.3, ge=0, le=1, description="share of English frames about roles, not occupations")
+    sentences_per_document: int = Field(6, ge=1, description="planted sentences per <s> ... </s> document")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _languages(self) -> "PlantedBiasConfig":
+        unknown = sorted(set(self.language_shares) - {"en", "uk", "ru"})
+        if unknown or not self.language_shares or any(v < 0 for v in self.language_shares.values()) \
+                or sum(self.language_shares.values()) <= 0:
+            raise ValueError(f"language_shares must map en/uk/ru to non-negative shares with a positive sum "
+                             f"(unknown: {unknown})")
+        return self
+
+
 class PretrainConfig(Section):
     """The offline default model (docs/design.md §6): byte-level BPE + small Llama, trained on the corpora.
 
@@ -94,6 +141,7 @@ class PretrainConfig(Section):
     max_minutes: float = Field(10.0, gt=0, description="wall-clock guard on the training loop (whichever first)")
     eval_every: int = Field(100, ge=1)
     seed: int = 0
+    planted_bias: PlantedBiasConfig = PlantedBiasConfig()
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "PretrainConfig":
@@ -164,6 +212,8 @@ class VariantConfig(Section):
     prompt_prefix: dict[str, str] = Field(default_factory=dict, description="language code -> prefix text")
     embedding_mode: Literal["soft", "hard"] | None = None
     embedding_apply: Literal["checkpoint", "hook"] = "checkpoint"
+    lora_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="method lora: keys of the lora section that differ for this variant")
 
 
 class EmbeddingDebiasConfig(Section):
@@ -211,6 +261,9 @@ class LoraConfig(Section):
     augmentation: Literal["none", "counterfactual"] = Field(
         "none", description="counterfactual: add every example with all gendered words swapped (2x data)"
     )
+    sources: tuple[Literal["gbem_ua", "occupations_en"], ...] = Field(
+        ("gbem_ua", "occupations_en"), min_length=1,
+        description="example sources: GBEM-UA fine-tune professions; English occupations no benchmark uses")
     use_tuned: bool = Field(
         True, description="override the searched keys with <tune.output_dir>/best_params.json (the best trial)"
     )
@@ -268,6 +321,19 @@ class TuneConfig(Section):
     )
 
 
+class CalibrateConfig(Section):
+    """The known-answer check of the planted bias (stages ``control`` and ``calibrate``, docs/planted_bias.md)."""
+
+    control_dir: str = Field("models/control", description="the counterbalanced control model")
+    families: dict[str, dict[str, Literal["increase", "decrease"]]] = Field(
+        default_factory=dict,
+        description="family -> {headline metric: expected change from control to planted}; the first metric "
+                    "of a family is its primary metric")
+    mitigation_metrics: list[str] = Field(
+        default_factory=list, description="metrics whose planted effect each mitigation's removed share is reported on")
+    quality_metrics: list[str] = Field(default_factory=list, description="LM-quality metrics shown per variant")
+
+
 class GateCondition(Section):
     metric: str
     rule: Literal["better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least"]
@@ -295,6 +361,7 @@ class Params(Section):
     lora: LoraConfig = LoraConfig()
     tune: TuneConfig = TuneConfig()
     registry: RegistryConfig = RegistryConfig()
+    calibrate: CalibrateConfig = CalibrateConfig()
     tracking: TrackingConfig = TrackingConfig()
 
     def variant(self, name: str) -> VariantConfig:

@@ -1,0 +1,179 @@
+"""Calibration of the benchmarks on a known answer: the planted model against its counterbalanced control.
+
+The default model carries a planted gender bias (``model.pretrain.planted_bias``); the control is the same
+training with the planted sentences' genders counterbalanced. A benchmark *detects* the planted bias on a
+metric when the two 95 % CIs are apart in the expected direction (``increase``: planted CI low above the
+control's CI high; ``decrease``: the mirror image). ``calibrate.families`` lists, per benchmark family, its
+headline metrics and the expected change from control to planted; the first metric of a family is its
+*primary* metric, and the family detects the bias when its primary metric does.
+
+For every mitigation the share of the planted effect it removes is ``(base - variant) / (base - control)``
+(1 = back to the control, 0 = no change, negative = worse), reported with whether the variant is better
+than the base beyond both CIs. It is only defined where the planted effect is detected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from biaslab.metrics.values import MetricValue
+
+Change = Literal["increase", "decrease"]
+
+
+@dataclass(frozen=True)
+class Detection:
+    family: str
+    metric: str
+    expected: Change
+    primary: bool
+    planted: MetricValue | None
+    control: MetricValue | None
+    status: str  # detected | overlap | wrong direction | no CI | missing
+
+    @property
+    def detected(self) -> bool:
+        return self.status == "detected"
+
+    @property
+    def effect(self) -> float | None:
+        if self.planted is None or self.control is None:
+            return None
+        return self.planted.value - self.control.value
+
+
+def _ci(mv: MetricValue | None) -> tuple[float, float] | None:
+    if mv is None or mv.ci_low is None or mv.ci_high is None:
+        return None
+    if not (math.isfinite(mv.ci_low) and math.isfinite(mv.ci_high)):
+        return None
+    return mv.ci_low, mv.ci_high
+
+
+def detection_status(planted: MetricValue | None, control: MetricValue | None, expected: Change) -> str:
+    """``detected`` when the CIs are apart in the ``expected`` direction (see the module docstring)."""
+    if planted is None or control is None or not math.isfinite(planted.value) or not math.isfinite(control.value):
+        return "missing"
+    p, c = _ci(planted), _ci(control)
+    if p is None or c is None:
+        return "no CI"
+    if expected == "increase":
+        if p[0] > c[1]:
+            return "detected"
+        return "wrong direction" if p[1] < c[0] else "overlap"
+    if p[1] < c[0]:
+        return "detected"
+    return "wrong direction" if p[0] > c[1] else "overlap"
+
+
+def detect_all(families: Mapping[str, Mapping[str, Change]], planted: Mapping[str, MetricValue],
+               control: Mapping[str, MetricValue]) -> list[Detection]:
+    """One :class:`Detection` per configured metric, families and metrics in configuration order."""
+    out = []
+    for family, metrics in families.items():
+        for i, (metric, expected) in enumerate(metrics.items()):
+            out.append(Detection(family, metric, expected, i == 0, planted.get(metric), control.get(metric),
+                                 detection_status(planted.get(metric), control.get(metric), expected)))
+    return out
+
+
+@dataclass(frozen=True)
+class Removal:
+    variant: str
+    metric: str
+    expected: Change
+    base: MetricValue | None
+    variant_value: MetricValue | None
+    control: MetricValue | None
+    share: float | None  # (base - variant) / (base - control); None when undefined
+    beyond_ci: bool  # variant better than base (towards the control) with disjoint CIs
+    note: str
+
+
+def removal(variant: str, metric: str, expected: Change, base: MetricValue | None, value: MetricValue | None,
+            control: MetricValue | None, planted_detected: bool) -> Removal:
+    """The share of the planted effect ``variant`` removes on ``metric``."""
+    if base is None or value is None or control is None:
+        return Removal(variant, metric, expected, base, value, control, None, False, "metric missing")
+    b, v, c = _ci(base), _ci(value), _ci(control)
+    beyond = bool(b and v and ((v[1] < b[0]) if expected == "increase" else (v[0] > b[1])))
+    effect = base.value - control.value
+    if not planted_detected:
+        return Removal(variant, metric, expected, base, value, control, None, beyond,
+                       "planted effect not detected on this metric: share undefined")
+    share = (base.value - value.value) / effect if effect else None
+    return Removal(variant, metric, expected, base, value, control, share, beyond, "")
+
+
+def _fmt(mv: MetricValue | None) -> str:
+    if mv is None or mv.value is None or not math.isfinite(mv.value):
+        return "n/a"
+    ci = _ci(mv)
+    return f"{mv.value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{mv.value:.3f}"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:+.{digits}f}"
+
+
+def render_markdown(detections: list[Detection], removals: list[Removal], quality: Mapping[str, Mapping[str, MetricValue]],
+                    planted_info: Mapping[str, object]) -> str:
+    """``reports/calibration.md``."""
+    families = list(dict.fromkeys(d.family for d in detections))
+    primary = {d.family: d for d in detections if d.primary}
+    n_detected = sum(primary[f].detected for f in families)
+    lines = [
+        "# Calibration: does every benchmark see the planted bias?",
+        "",
+        "The default model is a **known-answer fixture**: a synthetic gender bias was planted into its training "
+        "batches (`model.pretrain.planted_bias`; a property of this toy model, not a finding about language). "
+        "The *control* model is the same training with the planted sentences' genders counterbalanced. "
+        "A benchmark **detects** the bias on a metric when the 95 % CIs of planted and control are apart in the "
+        "expected direction; a family detects it when its primary metric (first row of the family) does.",
+        "",
+        "Planted bias: " + ", ".join(f"{k} = {v}" for k, v in planted_info.items()),
+        "",
+        f"**{n_detected} of {len(families)} benchmark families detect the planted bias.**",
+        "",
+        "## Verdict per family",
+        "",
+        "| family | primary metric | expected | planted [95% CI] | control [95% CI] | effect | verdict |",
+        "|---|---|---|---|---|---:|---|",
+    ]
+    for f in families:
+        d = primary[f]
+        lines.append(f"| {f} | `{d.metric}` | {d.expected} | {_fmt(d.planted)} | {_fmt(d.control)} | "
+                     f"{_num(d.effect)} | {'**detected**' if d.detected else d.status} |")
+    lines += ["", "## Every headline metric", "",
+              "| family | metric | expected | planted [95% CI] | control [95% CI] | effect | verdict |",
+              "|---|---|---|---|---|---:|---|"]
+    for d in detections:
+        lines.append(f"| {d.family} | `{d.metric}` | {d.expected} | {_fmt(d.planted)} | {_fmt(d.control)} | "
+                     f"{_num(d.effect)} | {'detected' if d.detected else d.status} |")
+    if removals:
+        lines += ["", "## Mitigations on the planted model (held-out items)", "",
+                  "Share of the planted effect removed = (base − variant) / (base − control): 1 = back to the "
+                  "control, 0 = unchanged, < 0 = more bias. *Beyond CI*: the variant's CI is apart from the "
+                  "base's, towards the control. Every item scored here is held out from every mitigation (LoRA "
+                  "trains on the GBEM-UA fine-tune professions and on occupations no benchmark uses; the "
+                  "embedding edits use word lists, no items).", "",
+                  "| variant | metric | base [95% CI] | variant [95% CI] | control | removed | beyond CI |",
+                  "|---|---|---|---|---|---:|---|"]
+        for r in removals:
+            share = "n/a" if r.share is None else f"{100 * r.share:.0f} %"
+            note = f" ({r.note})" if r.note else ""
+            lines.append(f"| {r.variant} | `{r.metric}` | {_fmt(r.base)} | {_fmt(r.variant_value)} | "
+                         f"{_fmt(r.control)} | {share}{note} | {'yes' if r.beyond_ci else 'no'} |")
+    if quality:
+        metrics = sorted({m for q in quality.values() for m in q})
+        lines += ["", "## Language-modelling quality (do no harm)", "",
+                  "Held-out text (`lm_quality`, lower is better); the gate refuses a variant that raises it "
+                  "beyond its tolerance.", "",
+                  "| variant | " + " | ".join(f"`{m}`" for m in metrics) + " |",
+                  "|---|" + "---:|" * len(metrics)]
+        for variant, q in quality.items():
+            lines.append(f"| {variant} | " + " | ".join(_fmt(q.get(m)) for m in metrics) + " |")
+    return "\n".join(lines) + "\n"
