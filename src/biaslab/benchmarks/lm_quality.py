@@ -29,7 +29,7 @@ import pandas as pd
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table, skipped_result
 from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.values import MetricValue
-from biaslab.scoring.requests import Request
+from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
 
 log = logging.getLogger(__name__)
 NAME = "lm_quality"
@@ -74,9 +74,8 @@ class LmQuality:
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
-        kind = getattr(lm, "kind", "causal")
-        if kind != "causal":
-            reason = f"lm_quality scores next-token log-probabilities (a causal LM); model kind is {kind!r}: skipped"
+        if not lm.supports(LOGLIKELIHOOD):
+            reason = unsupported_reason(NAME, "next-token log-probabilities of plain text (a causal LM)", lm)
             log.warning(reason)
             return skipped_result(NAME, reason)
         chunks = read_prepared_table(prepared_dir, "lm_heldout", REQUIRED_COLUMNS)
@@ -85,7 +84,7 @@ class LmQuality:
             if chunks.empty:
                 raise ValueError(f"lm_quality: no held-out text for languages {opts['languages']}")
         chunks = chunks.reset_index(drop=True)
-        scores = lm.loglikelihood([Request("", t) for t in chunks["text"]], desc=NAME if ctx.progress else None)
+        scores = lm.sentence_scores(list(chunks["text"]), desc=NAME if ctx.progress else None)
         scored = chunks.assign(
             logprob=[s.logprob for s in scores], n_tokens=[s.n_tokens for s in scores],
             n_chars=chunks["text"].str.len().to_numpy(dtype=np.int64),
