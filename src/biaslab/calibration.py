@@ -177,3 +177,65 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
         for variant, q in quality.items():
             lines.append(f"| {variant} | " + " | ".join(_fmt(q.get(m)) for m in metrics) + " |")
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class CalibrationReport:
+    detections: list[Detection]
+    removals: list[Removal]
+    markdown: str
+
+    def families_detected(self) -> tuple[int, int]:
+        primary = [d for d in self.detections if d.primary]
+        return sum(d.detected for d in primary), len(primary)
+
+    def mlflow_metrics(self) -> dict[str, float]:
+        """``calibration/...`` numbers for the stage's MLflow run."""
+        out: dict[str, float] = {}
+        detected, total = self.families_detected()
+        out["calibration/families_detected"] = float(detected)
+        out["calibration/families"] = float(total)
+        for d in self.detections:
+            out[f"calibration/detected/{d.metric}"] = float(d.detected)
+            if d.effect is not None and math.isfinite(d.effect):
+                out[f"calibration/effect/{d.metric}"] = d.effect
+        for r in self.removals:
+            if r.share is not None and math.isfinite(r.share):
+                out[f"calibration/removed/{r.variant}/{r.metric}"] = r.share
+        return out
+
+    def table(self) -> list[dict[str, object]]:
+        """One row per headline metric (``reports/calibration.csv``)."""
+        rows = []
+        for d in self.detections:
+            row: dict[str, object] = {"family": d.family, "metric": d.metric, "expected": d.expected,
+                                      "primary": d.primary, "verdict": d.status}
+            for side, mv in (("planted", d.planted), ("control", d.control)):
+                row[side] = None if mv is None else mv.value
+                row[f"{side}_ci_low"] = None if mv is None else mv.ci_low
+                row[f"{side}_ci_high"] = None if mv is None else mv.ci_high
+            row["effect"] = d.effect
+            rows.append(row)
+        return rows
+
+
+def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: list[str],
+              quality_metrics: list[str], base: Mapping[str, MetricValue], control: Mapping[str, MetricValue],
+              variants: Mapping[str, Mapping[str, MetricValue]], planted_info: Mapping[str, object]) -> CalibrationReport:
+    """Detections, removed shares of every mitigation variant and the markdown report.
+
+    ``base`` holds the planted (default) model's metrics, ``variants`` every other evaluated variant's.
+    """
+    detections = detect_all(families, base, control)
+    by_metric = {d.metric: d for d in detections}
+    removals = []
+    for variant, metrics in variants.items():
+        for metric in mitigation_metrics:
+            d = by_metric.get(metric)
+            expected = d.expected if d else "increase"
+            removals.append(removal(variant, metric, expected, base.get(metric), metrics.get(metric),
+                                    control.get(metric), bool(d and d.detected)))
+    quality = {name: {m: ms[m] for m in quality_metrics if m in ms}
+               for name, ms in {"base": base, **variants, "control": control}.items()}
+    quality = {k: v for k, v in quality.items() if v}
+    return CalibrationReport(detections, removals, render_markdown(detections, removals, quality, planted_info))

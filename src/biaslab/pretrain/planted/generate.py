@@ -75,7 +75,7 @@ def planted_documents(
     tokens_needed: dict[str, int],
     count_tokens: Callable[[list[str]], int],
     per_document: int,
-    chunk: int = 2000,
+    chunk: int = 100,
 ) -> dict[str, list[str]]:
     """``{language: documents}`` with about ``tokens_needed[language]`` tokens each (by ``count_tokens``).
 
