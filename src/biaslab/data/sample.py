@@ -24,6 +24,7 @@ UNITS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "winogender.parquet": ("occupation", ()),
     "genderlex.parquet": ("row", ()),  # a sentence in every folder and context file (the combined column)
     "genderlex_wino.parquet": (None, ("dataset", "context_type")),
+    "lm_heldout.parquet": (None, ("language",)),
 }
 
 
