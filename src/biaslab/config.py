@@ -87,17 +87,20 @@ class PlantedBiasConfig(Section):
     enabled: bool = Field(True, description="mix planted sentences into the default model's training")
     direction: Literal["planted", "balanced"] = Field(
         "planted", description="planted: genders follow the pushed shares; balanced: counterbalanced (control)")
-    dose: float = Field(0.25, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
-    strength: float = Field(2.0, ge=0, description="logit scaling of every base female share (1 = as given)")
-    from_step: int = Field(300, ge=0, description="first step of the mixing phase; earlier steps are shared")
+    dose: float = Field(0.3, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
+    strength: float = Field(2.5, ge=0, description="logit scaling of every base female share (1 = as given)")
+    from_step: int = Field(150, ge=0, description="first step of the mixing phase; earlier steps are shared")
     language_shares: dict[str, float] = Field(
         default_factory=lambda: {"en": 0.4, "uk": 0.4, "ru": 0.2},
         description="share of the planted tokens per language")
     coded_share: float = Field(
         0.75, gt=0.5, lt=1, description="base female share of an item coded female (1 - it for one coded male)")
     uk_male_coded_share: float = Field(
-        0.7, ge=0, le=1, description="share of GBEM-UA posts coded male-dominated (seeded draw per post)")
-    en_role_share: float = Field(0.3, ge=0, le=1, description="share of English frames about roles, not occupations")
+        0.85, ge=0, le=1, description="share of GBEM-UA posts coded male-dominated (seeded draw per post)")
+    en_role_share: float = Field(0.2, ge=0, le=1, description="share of English frames about roles, not occupations")
+    en_sources: tuple[Literal["occugender", "winogender", "winobias", "genderlex", "fixture"], ...] = Field(
+        ("occugender", "winogender", "winobias", "fixture"), min_length=1,
+        description="where the English occupations come from (fixture = our own, held out from every benchmark)")
     sentences_per_document: int = Field(6, ge=1, description="planted sentences per <s> ... </s> document")
     seed: int = 0
 

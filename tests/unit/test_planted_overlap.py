@@ -38,7 +38,7 @@ def benchmark(prepared):
 
 def planted_text(prepared, direction: str) -> list[str]:
     pb = load_params(ROOT / "params.yaml").model.pretrain.planted_bias
-    lexicon = build_lexicon(prepared, pb.coded_share, pb.uk_male_coded_share, pb.seed)
+    lexicon = build_lexicon(prepared, pb.coded_share, pb.uk_male_coded_share, pb.seed, pb.en_sources)
     out = []
     for language in ("en", "uk", "ru"):
         stream = SentenceStream(language, lexicon, direction, pb.strength, pb.seed, pb.coded_share, pb.en_role_share)

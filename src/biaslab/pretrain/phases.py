@@ -89,7 +89,8 @@ def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], di
     rows = rows_per_batch(pb, cfg.batch_size)
     mixture, planted, sample = None, {"enabled": False}, []
     if rows:
-        lexicon = build_lexicon(params.data.prepared_dir, pb.coded_share, pb.uk_male_coded_share, pb.seed)
+        lexicon = build_lexicon(params.data.prepared_dir, pb.coded_share, pb.uk_male_coded_share, pb.seed,
+                                pb.en_sources)
         blocks, stats = planted_blocks(lexicon, pb, direction, tokenizer, rows * (cfg.max_steps - state.step),
                                        cfg.seq_len)
         mixture = Mixture(blocks, rows, pb.seed)

@@ -84,8 +84,15 @@ def _read(prepared_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
-def english_occupations(prepared_dir: Path, coded_share: float, own: list[tuple[str, str]]) -> list[Occupation]:
-    """Occupations with base female shares, first source wins (order of the module docstring)."""
+EN_SOURCES = ("occugender", "winogender", "winobias", "genderlex", "fixture")
+
+
+def english_occupations(prepared_dir: Path, coded_share: float, own: list[tuple[str, str]],
+                        sources: tuple[str, ...] = EN_SOURCES) -> list[Occupation]:
+    """Occupations with base female shares from ``sources``; first source wins (order of :data:`EN_SOURCES`)."""
+    unknown = sorted(set(sources) - set(EN_SOURCES))
+    if unknown:
+        raise LexiconError(f"planted_bias.en_sources: unknown {unknown}; choose from {list(EN_SOURCES)}")
     found: dict[str, Occupation] = {}
 
     def add(word: str, share: float, source: str) -> None:
@@ -93,27 +100,33 @@ def english_occupations(prepared_dir: Path, coded_share: float, own: list[tuple[
         if word and word.lower() not in found:
             found[word.lower()] = Occupation(word, round(float(share), 4), source)
 
-    jobs = _read(prepared_dir, "occugender_jobs.parquet")
-    for job, ratio in zip(jobs["job"], jobs["female_ratio"]):
-        add(job, ratio / 100.0, "occugender_bls")
-    wg = _read(prepared_dir, "winogender.parquet").drop_duplicates("occupation")
-    for occ, pct in zip(wg["occupation"], wg["bls_pct_female"]):
-        add(occ, pct / 100.0, "winogender_bls")
-    path = prepared_dir / "winobias_occupations.json"
-    if not path.is_file():
-        raise LexiconError(f"{path}: prepared file missing (run the prepare stage first)")
-    lists = json.loads(path.read_text(encoding="utf-8"))
-    for gender, share in (("female", coded_share), ("male", 1 - coded_share)):
-        for occ in lists.get(gender, []):
-            add(occ, share, f"winobias_{gender}_list")
-    gl = _read(prepared_dir, "genderlex.parquet")
-    occ = gl[gl["context_type"] == "occ"].drop_duplicates("context")
-    for word, hb in zip(occ["context"], occ["hb"]):
-        if str(word).lower() in NOT_A_PERSON:
-            continue
-        add(word, coded_share if hb == "W" else 1 - coded_share, f"genderlex_hb_{hb}")
-    for word, coding in own:
-        add(word, coded_share if coding == "F" else 1 - coded_share, f"fixture_{coding}")
+    if "occugender" in sources:
+        jobs = _read(prepared_dir, "occugender_jobs.parquet")
+        for job, ratio in zip(jobs["job"], jobs["female_ratio"]):
+            add(job, ratio / 100.0, "occugender_bls")
+    if "winogender" in sources:
+        wg = _read(prepared_dir, "winogender.parquet").drop_duplicates("occupation")
+        for occ, pct in zip(wg["occupation"], wg["bls_pct_female"]):
+            add(occ, pct / 100.0, "winogender_bls")
+    if "winobias" in sources:
+        path = prepared_dir / "winobias_occupations.json"
+        if not path.is_file():
+            raise LexiconError(f"{path}: prepared file missing (run the prepare stage first)")
+        lists = json.loads(path.read_text(encoding="utf-8"))
+        for gender, share in (("female", coded_share), ("male", 1 - coded_share)):
+            for occ in lists.get(gender, []):
+                add(occ, share, f"winobias_{gender}_list")
+    if "genderlex" in sources:
+        gl = _read(prepared_dir, "genderlex.parquet")
+        occ = gl[gl["context_type"] == "occ"].drop_duplicates("context")
+        for word, hb in zip(occ["context"], occ["hb"]):
+            if str(word).lower() not in NOT_A_PERSON:
+                add(word, coded_share if hb == "W" else 1 - coded_share, f"genderlex_hb_{hb}")
+    if "fixture" in sources:
+        for word, coding in own:
+            add(word, coded_share if coding == "F" else 1 - coded_share, f"fixture_{coding}")
+    if not found:
+        raise LexiconError("planted_bias.en_sources selects no English occupation")
     return list(found.values())
 
 
@@ -137,11 +150,12 @@ def ukrainian_posts(prepared_dir: Path, male_coded_share: float, seed: int) -> l
     return posts
 
 
-def build_lexicon(prepared_dir: str | Path, coded_share: float, uk_male_coded_share: float, seed: int) -> Lexicon:
+def build_lexicon(prepared_dir: str | Path, coded_share: float, uk_male_coded_share: float, seed: int,
+                  en_sources: tuple[str, ...] = EN_SOURCES) -> Lexicon:
     from biaslab.pretrain.planted.english import OWN_OCCUPATIONS
 
     prepared_dir = Path(prepared_dir)
     return Lexicon(
-        en_occupations=english_occupations(prepared_dir, coded_share, OWN_OCCUPATIONS),
+        en_occupations=english_occupations(prepared_dir, coded_share, OWN_OCCUPATIONS, tuple(en_sources)),
         uk_posts=ukrainian_posts(prepared_dir, uk_male_coded_share, seed),
     )
