@@ -52,15 +52,18 @@ def load(params: Params, report: PrepareReport | None = None) -> datasets.Datase
     """The held-out chunks of every language in ``data.lm_heldout.languages``."""
     import datasets
 
+    from biaslab.data import sources
     from biaslab.pretrain.corpus import CorpusError, load_corpus, read_documents, take_balanced
 
     cfg, pretrain = params.data.lm_heldout, params.model.pretrain
     report = report if report is not None else PrepareReport()
     rows = []
-    corpus_dir = pretrain.corpus_dir or params.data.resolved_mirror_dir() / "corpora"
+    corpus_dir = None
+    if cfg.texts_dir is None:  # the mirror's corpora, else rebuilt from their pinned sources
+        corpus_dir = pretrain.corpus_dir or sources.corpus_dir(params.data, cfg.languages)
     origin = str(cfg.texts_dir or corpus_dir)
     try:
-        if cfg.texts_dir is None:
+        if corpus_dir is not None:
             splits = load_corpus(corpus_dir, cfg.languages, 1, pretrain.validation_documents,
                                  min(cfg.max_chars, pretrain.validation_chars), pretrain.seed)
             texts = {lang: s.validation_texts for lang, s in splits.items()}

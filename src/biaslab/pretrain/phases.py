@@ -37,10 +37,12 @@ def shared_steps(params: Params) -> int:
 
 
 def _splits(params: Params):
+    from biaslab.data import sources
     from biaslab.pretrain.corpus import load_corpus
 
     cfg = params.model.pretrain
-    corpus_dir = cfg.corpus_dir or params.data.resolved_mirror_dir() / "corpora"
+    # the mirror's corpora, else rebuilt from their pinned GitHub sources into the download cache
+    corpus_dir = cfg.corpus_dir or sources.corpus_dir(params.data, cfg.languages)
     return load_corpus(corpus_dir, cfg.languages, cfg.chars_per_language, cfg.validation_documents,
                        cfg.validation_chars, cfg.seed)
 
