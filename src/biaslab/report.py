@@ -75,12 +75,22 @@ def describe_model_source(params: Params) -> str:
         revision = f" at revision `{m.revision}`" if m.revision else ""
         return f"`{m.source}`{revision}, snapshotted to `{m.output_dir}`"
     p = m.pretrain
-    return (
+    line = (
         "the offline default model trained by the `base_model` stage "
         f"(Llama architecture, {p.num_hidden_layers} layers, "
         f"hidden {p.hidden_size}, vocab {p.vocab_size}, ≤{p.max_steps} steps on {'/'.join(p.languages)} corpora) - "
         "a small model: its numbers are real measurements, not those of the papers' models"
     )
+    pb = p.planted_bias
+    if pb.enabled and pb.dose > 0:
+        line += (
+            f". **Its gender bias is planted on purpose** (`model.pretrain.planted_bias`, direction `{pb.direction}`: "
+            f"from step {pb.from_step}, {pb.dose:.0%} of every training batch are synthetic sentences tying "
+            f"occupations, posts and roles to one gender, strength {pb.strength:g}) - a known answer for checking "
+            "the benchmarks and mitigations (`reports/calibration.md`, docs/planted_bias.md), a synthetic "
+            "property of this toy model and never a finding about language"
+        )
+    return line
 
 
 # --------------------------------------------------------------------------- tables
