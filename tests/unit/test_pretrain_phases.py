@@ -58,3 +58,46 @@ def test_the_mixture_changes_the_model(splits):  # noqa: F811
     train_steps(plain, data, cfg, 6, progress=False)
     train_steps(mixed, data, cfg, 6, mixture=Mixture(data.blocks[:4].flip(1).contiguous(), 4, 0), progress=False)
     assert not same(plain.model, mixed.model)
+
+
+def tiny_prepared(root):
+    """The prepared tables the planted lexicon reads, a few rows each."""
+    import pandas as pd
+
+    root.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"job": ["nurse", "plumber"], "group": ["female_dominated", "male_dominated"],
+                  "male_ratio": [10.0, 98.0], "female_ratio": [90.0, 2.0]}).to_parquet(root / "occugender_jobs.parquet")
+    rows = []
+    for prof, masc, fem in (("пекар", "пекаря", "пекарки"), ("кравець", "кравця", "кравчині")):
+        for feminitive, title in ((False, masc), (True, fem)):
+            rows.append({"profession": prof, "is_feminitive": feminitive,
+                         "qa_sentence": f"Кандидат має досвід. Чи може він отримати посаду {title}?"})
+    pd.DataFrame(rows).to_parquet(root / "gbem_ua.parquet")
+    return root
+
+
+def test_continue_training_plants_or_balances_from_the_shared_checkpoint(splits, tmp_path):  # noqa: F811
+    from biaslab.config import DataConfig, ModelConfig, Params, PlantedBiasConfig
+    from biaslab.pretrain.phases import PLANTED_FILE, continue_training, save_continued, train_shared
+
+    prepared = tiny_prepared(tmp_path / "prepared")
+    planted = PlantedBiasConfig(dose=0.5, from_step=3, en_sources=("occugender", "fixture"), sentences_per_document=2)
+    cfg = tiny_cfg(max_steps=6, planted_bias=planted)
+    params = Params(data=DataConfig(prepared_dir=str(prepared)), model=ModelConfig(pretrain=cfg))
+
+    from unittest import mock
+
+    with mock.patch("biaslab.pretrain.phases._splits", return_value=splits):
+        shared = train_shared(params, tmp_path / "pretrain", progress=False)
+        assert shared["steps"] == 3
+        a = continue_training(params, tmp_path / "pretrain", "planted", progress=False)
+        b = continue_training(params, tmp_path / "pretrain", "balanced", progress=False)
+        a2 = continue_training(params, tmp_path / "pretrain", "planted", progress=False)
+    assert a.summary["steps"] == b.summary["steps"] == 6
+    assert same(a.model, a2.model) and not same(a.model, b.model)
+    key = a.planted
+    assert key["direction"] == "planted" and key["rows_per_batch"] == 4 and key["mixing_steps"] == [3, 6]
+    assert key["planted_token_share"] == round(4 * 3 / (8 * 6), 4)
+    assert {o["word"] for o in key["lexicon"]["en_occupations"]} >= {"nurse", "plumber", "florist"}
+    save_continued(a, tmp_path / "base")
+    assert (tmp_path / "base" / PLANTED_FILE).is_file() and (tmp_path / "base" / "model.safetensors").is_file()
