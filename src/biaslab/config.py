@@ -375,6 +375,17 @@ class Params(Section):
             known = ", ".join(sorted(self.variants)) or "(none)"
             raise ConfigError(f"unknown variant {name!r}; params.yaml defines: {known}") from None
 
+    def lora_for(self, name: str) -> LoraConfig:
+        """The ``lora`` section with variant ``name``'s ``lora_overrides`` applied (validated like params)."""
+        variant = self.variant(name)
+        if not variant.lora_overrides:
+            return self.lora
+        try:
+            return LoraConfig.model_validate({**self.lora.model_dump(), **variant.lora_overrides})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"params.yaml variants.{name}.lora_overrides: {problems}") from None
+
 
 def load_params(path: str | os.PathLike[str] = "params.yaml") -> Params:
     """Read and validate ``params.yaml``; errors name the file and the offending key."""

@@ -43,3 +43,18 @@ def test_unknown_variant_lists_known_ones():
     params = load_params(ROOT / "params.yaml")
     with pytest.raises(ConfigError, match="unknown variant 'nope'.*base"):
         params.variant("nope")
+
+
+def test_lora_overrides_of_a_variant_are_validated():
+    from biaslab.config import ConfigError, Params
+
+    params = Params.model_validate({"variants": {
+        "lora": {"method": "lora", "model_dir": "models/lora"},
+        "lora_cda": {"method": "lora", "model_dir": "models/lora_cda",
+                     "lora_overrides": {"augmentation": "counterfactual", "checkpoint_dir": "models/cda_ckpt"}},
+        "bad": {"method": "lora", "model_dir": "m", "lora_overrides": {"augmentaton": "counterfactual"}}}})
+    assert params.lora_for("lora") == params.lora
+    cda = params.lora_for("lora_cda")
+    assert cda.augmentation == "counterfactual" and cda.checkpoint_dir == "models/cda_ckpt" and cda.r == params.lora.r
+    with pytest.raises(ConfigError, match="variants.bad.lora_overrides: augmentaton"):
+        params.lora_for("bad")

@@ -142,3 +142,4 @@ def test_random_is_never_used_globally():
     state = random.getstate()
     SentenceStream("en", tiny_lexicon(), "planted", 2.0, 0, 0.75, 0.3).take(50)
     assert random.getstate() == state
+
