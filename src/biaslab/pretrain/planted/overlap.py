@@ -35,6 +35,7 @@ def benchmark_texts(prepared_dir: str | Path) -> dict[str, list[str]]:
         "winobias.parquet": ["pro_sentence", "anti_sentence"],
         "winogender.parquet": ["sentence_male", "sentence_female", "sentence_neutral"],
         "genderlex.parquet": ["sent_m", "sent_w"],
+        "genderlex_wino.parquet": ["sent_m", "sent_w"],  # optional (prepared when its source is present)
     }
     out: dict[str, list[str]] = {}
     for name, cols in columns.items():
@@ -44,7 +45,7 @@ def benchmark_texts(prepared_dir: str | Path) -> dict[str, list[str]]:
             out[name] = sorted({str(t) for c in cols for t in frame[c].dropna()})
     gbem = out.get("gbem_ua.parquet")
     if gbem is not None:
-        from biaslab.benchmarks.gbem_ua import BLANK, NEGATION, QA_PROMPT
+        from biaslab.benchmarks.gbem_ua.items import BLANK, NEGATION, QA_PROMPT
 
         out["gbem_ua.parquet"] = sorted({*gbem, QA_PROMPT, *(t.replace(BLANK, NEGATION) for t in gbem)})
     spec_path, jobs_path = prepared_dir / "occugender_spec.json", prepared_dir / "occugender_jobs.parquet"
