@@ -84,7 +84,7 @@ class PlantedBiasConfig(Section):
     the same checkpoint with ``direction: balanced`` (the same sentences, genders counterbalanced).
     """
 
-    enabled: bool = Field(True, description="mix planted sentences into the default model's training")
+    enabled: bool = Field(False, description="mix planted sentences into the default model's training")
     direction: Literal["planted", "balanced"] = Field(
         "planted", description="planted: genders follow the pushed shares; balanced: counterbalanced (control)")
     dose: float = Field(0.3, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
