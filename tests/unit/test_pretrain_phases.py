@@ -81,7 +81,7 @@ def test_continue_training_plants_or_balances_from_the_shared_checkpoint(splits,
     from biaslab.pretrain.phases import PLANTED_FILE, continue_training, save_continued, train_shared
 
     prepared = tiny_prepared(tmp_path / "prepared")
-    planted = PlantedBiasConfig(dose=0.5, from_step=3, en_sources=("occugender", "fixture"), sentences_per_document=2)
+    planted = PlantedBiasConfig(enabled=True, dose=0.5, from_step=3, en_sources=("occugender", "fixture"), sentences_per_document=2)
     cfg = tiny_cfg(max_steps=6, planted_bias=planted)
     params = Params(data=DataConfig(prepared_dir=str(prepared)), model=ModelConfig(pretrain=cfg))
 
