@@ -55,7 +55,8 @@ class LmHeldoutConfig(Section):
 
     texts_dir: str | None = Field(
         None, description="null = the default model's validation documents; else a folder in the corpora layout")
-    languages: tuple[str, ...] = ("en", "uk", "ru")
+    languages: tuple[str, ...] = Field(
+        ("en", "uk", "ru"), description="[] = no held-out text (prepare writes none; lm_quality is skipped)")
     max_chars: int = Field(100_000, gt=0, description="held-out characters per language")
     chunk_chars: int = Field(1000, ge=50, description="characters per scored chunk (cut at line breaks)")
 

@@ -83,3 +83,19 @@ def test_default_heldout_text_is_the_default_models_validation_documents(mirror)
         mine = table[table["language"] == lang]
         assert " ".join(mine["text"]).split() == " ".join(split.validation_texts).split()  # same words, in order
         assert mine["text"].str.len().max() <= params.data.lm_heldout.chunk_chars
+
+
+def test_no_heldout_languages_prepares_no_table_and_skips_the_benchmark(tmp_path):
+    from biaslab.benchmarks.base import EvalContext
+    from biaslab.benchmarks.lm_quality import BENCHMARK
+    from biaslab.config import LmHeldoutConfig
+
+    assert LmHeldoutConfig(languages=()).languages == ()
+    result = BENCHMARK.run(_AlwaysLoglikelihood(), tmp_path, {}, EvalContext(bootstrap_samples=10, seed=0))
+    assert result.metrics == {}
+    assert "lm_heldout.languages" in result.tables["lm_quality_skipped"]["reason"][0]
+
+
+class _AlwaysLoglikelihood:
+    def supports(self, capability):
+        return True

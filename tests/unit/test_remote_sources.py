@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from biaslab.config import DataConfig, Params
+from biaslab.config import DataConfig, LmHeldoutConfig, Params
 from biaslab.data import corpora, occugender, sources
 from biaslab.data.errors import DataError
 
@@ -128,12 +128,15 @@ def test_no_mirror_prepare_and_corpus_loading_from_the_fake_remote(tmp_path, rem
     recipe = tiny_recipe("xx")
     serve_recipe(remote, recipe)
     monkeypatch.setitem(corpora.RECIPES, "xx", recipe)
-    cfg = DataConfig(mirror_dir=str(tmp_path / "no-mirror"), prepared_dir=str(tmp_path / "data" / "prepared"))
+    no_heldout = LmHeldoutConfig(languages=())  # the held-out text comes from the corpora, tested below
+    cfg = DataConfig(mirror_dir=str(tmp_path / "no-mirror"), prepared_dir=str(tmp_path / "data" / "prepared"),
+                     lm_heldout=no_heldout)
     assert not Path(cfg.mirror_dir).exists()
 
     report = prepare(Params(data=cfg))
     with_mirror = tmp_path / "with-mirror" / "prepared"
-    prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(with_mirror), allow_download=False)))
+    prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(with_mirror), allow_download=False,
+                                   lm_heldout=no_heldout)))
     for table in sorted(p.name for p in with_mirror.iterdir()):  # the same tables as from the mirror, byte for byte
         assert (Path(cfg.prepared_dir) / table).read_bytes() == (with_mirror / table).read_bytes(), table
     assert report["tables"]["occugender_jobs.parquet"] == 40

@@ -78,6 +78,10 @@ class LmQuality:
             reason = unsupported_reason(NAME, "next-token log-probabilities of plain text (a causal LM)", lm)
             log.warning(reason)
             return skipped_result(NAME, reason)
+        if not (Path(prepared_dir) / "lm_heldout.parquet").is_file():
+            reason = f"{NAME}: no held-out text prepared (data.lm_heldout.languages is empty)"
+            log.warning(reason)
+            return skipped_result(NAME, reason)
         chunks = read_prepared_table(prepared_dir, "lm_heldout", REQUIRED_COLUMNS)
         if opts["languages"] is not None:
             chunks = chunks[chunks["language"].isin(list(opts["languages"]))]

@@ -50,8 +50,9 @@ def prepare(params: Params) -> dict[str, Any]:
         "winobias.parquet": winobias.load(cfg, report),
         "winogender.parquet": winogender.load(cfg, report),
         "genderlex.parquet": genderlex.load(cfg, report),
-        "lm_heldout.parquet": lm_heldout.load(params, report),
     }
+    if params.data.lm_heldout.languages:  # the lm_quality benchmark's held-out text (none when no language is asked)
+        tables["lm_heldout.parquet"] = lm_heldout.load(params, report)
     optional = genderlex_wino.load(cfg, report)  # the ClozeGender authors' WinoBias/Winogender sentences
     if optional is not None:
         tables["genderlex_wino.parquet"] = optional
