@@ -71,6 +71,8 @@ def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricV
 class LmQuality:
     name = NAME
     language = None  # no prompt prefix: plain held-out text
+    headline = (f"{NAME}/bits_per_char",)
+    prepared_files = ("lm_heldout.parquet",)
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
