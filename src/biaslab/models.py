@@ -154,20 +154,28 @@ def load_variant_model(model_dir: str | os.PathLike[str], **kwargs: Any) -> Load
     manifest = read_variant_manifest(model_dir)
     if manifest is None:
         return load_model(model_dir, **kwargs)
-    loaded = load_model(manifest["base"], **kwargs)
-    if (model_dir / "adapter_config.json").is_file():
+    return apply_overlay(load_model(manifest["base"], **kwargs), model_dir)
+
+
+def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str]) -> LoadedModel:
+    """Put an overlay's LoRA adapter (``adapter_config.json``) and/or embedding hook on a loaded base.
+
+    Shared by :func:`load_variant_model` and the serving loader (which finds the base in the registry).
+    """
+    overlay_dir = Path(overlay_dir)
+    if (overlay_dir / "adapter_config.json").is_file():
         from peft import PeftModel
 
-        loaded.model = PeftModel.from_pretrained(loaded.model, str(model_dir))
+        loaded.model = PeftModel.from_pretrained(loaded.model, str(overlay_dir))
         loaded.model.eval()
-    if (model_dir / "embedding_hook.safetensors").is_file():
+    if (overlay_dir / "embedding_hook.safetensors").is_file():
         from biaslab.mitigation.embedding import attach_hook_from_dir
 
-        attach_hook_from_dir(loaded.model, loaded.tokenizer, model_dir)
+        attach_hook_from_dir(loaded.model, loaded.tokenizer, overlay_dir)
     loaded.fingerprint = hashlib.sha256(
-        (loaded.fingerprint + fingerprint_dir(model_dir)).encode()
+        (loaded.fingerprint + fingerprint_dir(overlay_dir)).encode()
     ).hexdigest()[:16]
-    loaded.source = str(model_dir)
+    loaded.source = str(overlay_dir)
     return loaded
 
 

@@ -151,9 +151,15 @@ def _model_files(directory: Path) -> list[Path]:
     )
 
 
-def content_hash(src: VariantSource, flavor: str) -> str:
-    """Identity of what would be registered: variant, method, content of its directories, packaging."""
+def content_hash(src: VariantSource, flavor: str, serving: dict[str, Any] | None = None) -> str:
+    """Identity of what would be registered: variant, method, content of its directories, packaging.
+
+    ``serving`` (:func:`biaslab.serving.package.serving_identity`): the pyfunc packaging and the settings
+    a served version scores with; a change registers a new version instead of reusing an old package.
+    """
     identity: dict[str, Any] = {"variant": src.name, "method": src.method, "kind": src.kind}
+    if serving is not None:
+        identity["serving"] = serving
     if src.kind == "prompt":
         identity |= {"prompt_prefix": src.prompt_prefix, "base": fingerprint_dir(src.base_dir)}
     elif src.kind == "overlay":
@@ -405,6 +411,8 @@ def register_variants(
 ) -> dict[str, RegisteredVersion]:
     """Register every variant (or ``variants``); return variant -> version. MLflow must be configured."""
     from biaslab import tracking
+    from biaslab.serving.package import serving_identity
+    from biaslab.serving.settings import ServingSettings
 
     if flavor not in FLAVORS:
         raise RegistryError(f"unknown flavor {flavor!r}; choose one of {FLAVORS}")
@@ -417,12 +425,13 @@ def register_variants(
     common = {"git_commit": tracking.git_commit(root), "data_hash": data_hash(root, params.data.prepared_dir)}
     result: dict[str, RegisteredVersion] = {}
     full_by_dir: dict[Path, RegisteredVersion] = {}
+    serving = ServingSettings.from_params(params)
 
     with tracking.stage_run("register", tags={"registered_model": model_name}):
         for src in sources:
             metrics_file = root / metrics_dir / f"{src.name}.json"
             vm = read_metrics(metrics_file, src.name) if metrics_file.is_file() else None
-            chash = content_hash(src, flavor)
+            chash = content_hash(src, flavor, serving_identity(serving))
             base_ref = _base_reference(src, full_by_dir, model_name)
             tags = {
                 "variant": src.name,
@@ -446,7 +455,8 @@ def register_variants(
                         client.set_model_version_tag(model_name, existing.version, key, value)
                 reg = RegisteredVersion(src.name, str(existing.version), chash, True, existing.run_id, existing.source)
             else:
-                reg = _log_and_register(client, model_name, src, flavor, base_ref or {}, tags, check_hashes)
+                reg = _log_and_register(client, model_name, src, flavor, base_ref or {}, tags, check_hashes,
+                                        serving=serving, prompt_prefix=params.variant(src.name).prompt_prefix)
             result[src.name] = reg
             if src.kind == "full":
                 full_by_dir[src.model_dir] = reg
@@ -469,20 +479,30 @@ def _base_reference(src: VariantSource, full_by_dir: dict[Path, RegisteredVersio
         "base_version": base.version if base else None,
         "model_uri": f"models:/{model_name}/{base.version}" if base else None,
         "base_fingerprint": fingerprint_dir(src.base_dir) if src.base_dir.is_dir() else None,
+        "content_hash": base.content_hash if base else None,
     }
 
 
 def _log_and_register(client: Any, model_name: str, src: VariantSource, flavor: str, base_ref: dict[str, Any],
-                      tags: dict[str, str], check_hashes: bool) -> RegisteredVersion:
-    """Package, upload, verify, then (only then) create the version."""
+                      tags: dict[str, str], check_hashes: bool, *, serving: Any = None,
+                      prompt_prefix: dict[str, str] | None = None) -> RegisteredVersion:
+    """Package, upload, verify, then (only then) create the version.
+
+    With ``serving`` (:class:`biaslab.serving.settings.ServingSettings`) the package is a ``python_function``
+    model that ``mlflow.pyfunc.load_model`` rebuilds with biaslab's loader (:mod:`biaslab.serving`).
+    """
     from mlflow.store.artifact.runs_artifact_repo import RunsArtifactRepository
 
     from biaslab import tracking
+    from biaslab.serving.package import package_servable
 
     artifact_path = f"variant_{src.name}"
     with tempfile.TemporaryDirectory(prefix=f"register-{src.name}-") as tmp:
         package = Path(tmp) / "package"
         package_variant(src, package, flavor=flavor, base_reference=base_ref)
+        if serving is not None:
+            package_servable(package, src, flavor=flavor, base_reference=base_ref, model_name=model_name,
+                             settings=serving, prompt_prefix=prompt_prefix or src.prompt_prefix)
         manifest = file_manifest(package)
         run_tags = {"content_hash": tags["content_hash"], "model_fingerprint": tags["model_fingerprint"]}
         with tracking.stage_run("register", variant=src.name, nested=True, tags=run_tags) as run:

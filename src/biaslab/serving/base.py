@@ -1,0 +1,110 @@
+"""The base an overlay or prompt version is built on: pinned at registration, resolved at load time.
+
+An overlay (LoRA adapter, embedding hook) or prompt version stores no base weights. Its ``biaslab``
+flavour names the base's registered version - ``registered_model``, ``version`` and that version's
+``content_hash`` tag - and :func:`resolve_base` finds it in the registry the loading process talks to
+(``MLFLOW_TRACKING_URI``/``MLFLOW_REGISTRY_URI``):
+
+* the version named, if its ``content_hash`` is still the pinned one;
+* otherwise the version of that model holding the pinned content (a registry rebuilt with other
+  version numbers); none -> :class:`BaseResolutionError`, never a different base.
+
+The base's files are read in place when the artifact store is a local directory (no copy of a large
+checkpoint per load) and downloaded otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+
+class BaseResolutionError(RuntimeError):
+    """The pinned base version cannot be found, or holds other content than the one pinned."""
+
+
+def base_pin(base_reference: dict[str, Any], model_name: str) -> dict[str, Any] | None:
+    """The pin of a registration's base reference (``None`` when the base has no registered version)."""
+    if not base_reference or not base_reference.get("base_version"):
+        return None
+    return {
+        "registered_model": model_name,
+        "version": str(base_reference["base_version"]),
+        "content_hash": base_reference.get("content_hash"),
+        "variant": base_reference.get("base_variant"),
+    }
+
+
+def find_base_version(client: Any, pin: dict[str, Any]) -> Any:
+    """The model version the pin names (checked by content hash), or the one holding the pinned content."""
+    from mlflow.exceptions import MlflowException
+
+    name, version, chash = pin["registered_model"], str(pin["version"]), pin.get("content_hash")
+    try:
+        mv = client.get_model_version(name, version)
+    except MlflowException:
+        mv = None
+    if mv is not None and (chash is None or mv.tags.get("content_hash") == chash):
+        return mv
+    found = client.search_model_versions(f"name = '{name}' and tags.content_hash = '{chash}'") if chash else []
+    if not found:
+        held = f"holds content {mv.tags.get('content_hash')}" if mv is not None else "does not exist"
+        raise BaseResolutionError(
+            f"base of this version: {name} version {version} (content {chash}) - that version {held}, and no "
+            f"version of {name} holds content {chash}; register the base variant again (`dvc repro register`) "
+            "against this registry")
+    return min(found, key=lambda v: int(v.version))
+
+
+def _local_path(uri: str) -> Path | None:
+    """The local directory an artifact URI points at, if it is one (``file://`` or a plain path)."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        path = Path(unquote(parsed.path))
+    elif parsed.scheme == "" or (len(parsed.scheme) == 1 and uri[1:3] == ":\\"):  # a path (Windows drive too)
+        path = Path(uri)
+    else:
+        return None
+    return path if path.is_dir() else None
+
+
+def checkpoint_dir(version_dir: Path) -> Path:
+    """Where the checkpoint of a full version's files is: its ``biaslab`` flavour says, else ``model/`` or the root."""
+    mlmodel = version_dir / "MLmodel"
+    if mlmodel.is_file():
+        import yaml
+
+        flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors") or {}
+        checkpoint = (flavors.get("biaslab") or {}).get("checkpoint")
+        if checkpoint:
+            return (version_dir / checkpoint).resolve()
+    nested = version_dir / "model"
+    return nested if (nested / "config.json").is_file() else version_dir
+
+
+def resolve_base(pin: dict[str, Any], client: Any = None) -> Path:
+    """The local checkpoint directory of the pinned base version."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    client = client or MlflowClient()
+    mv = find_base_version(client, pin)
+    if mv.tags.get("kind", "full") != "full":
+        raise BaseResolutionError(
+            f"base of this version: {pin['registered_model']} version {mv.version} is a {mv.tags.get('kind')} "
+            "variant, not a full model")
+    uri = client.get_model_version_download_uri(pin["registered_model"], mv.version)
+    local = _local_path(uri)
+    if local is None:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    checkpoint = checkpoint_dir(local)
+    if not (checkpoint / "config.json").is_file():
+        raise BaseResolutionError(f"base {pin['registered_model']} version {mv.version}: no config.json in {checkpoint}")
+    return checkpoint
+
+
+def describe(pin: dict[str, Any]) -> str:
+    """One line naming the pin (for logs and errors)."""
+    return json.dumps({k: pin.get(k) for k in ("registered_model", "version", "variant", "content_hash")})

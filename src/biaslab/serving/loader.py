@@ -1,0 +1,80 @@
+"""The ``loader_module`` of every registered version: ``_load_pyfunc`` rebuilds the variant and its scorer.
+
+MLflow calls :func:`_load_pyfunc` with the version's local directory. The ``biaslab`` flavour of its
+``MLmodel`` (:mod:`.package`) says what to build, with biaslab's own loader (:mod:`biaslab.models`):
+
+* ``full``    - the checkpoint in the package (``model/`` or the root), in its stored dtype;
+* ``overlay`` - the pinned base version's checkpoint (:func:`.base.resolve_base`) plus the package's LoRA
+  adapter and/or embedding hook (:func:`biaslab.models.apply_overlay`);
+* ``prompt``  - the pinned base version; the prefixes are applied per request by :mod:`.predictor`.
+
+The compute device/dtype follow ``scoring.dtype`` as in evaluation (:func:`biaslab.scoring.device.resolve_placement`:
+a CUDA GPU when there is one, else the CPU in float32); the stored files are never changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from biaslab.serving.predictor import ServedVariant
+
+
+class ServingError(RuntimeError):
+    """A version's package is not a biaslab pyfunc package or cannot be rebuilt."""
+
+
+def read_flavor(path: str | Path) -> dict[str, Any]:
+    """The ``biaslab`` flavour of the ``MLmodel`` in ``path``."""
+    import yaml
+
+    from biaslab.serving.package import FLAVOR, FORMAT_VERSION
+
+    mlmodel = Path(path) / "MLmodel"
+    if not mlmodel.is_file():
+        raise ServingError(f"{path}: no MLmodel file; not an MLflow model")
+    flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors") or {}
+    conf = flavors.get(FLAVOR)
+    if conf is None:
+        raise ServingError(f"{mlmodel}: no '{FLAVOR}' flavour; the version was registered before biaslab versions "
+                           "were servable - run `dvc repro register` to register it again")
+    if int(conf.get("format_version", 0)) > FORMAT_VERSION:
+        raise ServingError(f"{mlmodel}: package format {conf['format_version']} is newer than this biaslab "
+                           f"({FORMAT_VERSION}); upgrade biaslab")
+    return conf
+
+
+def load_served_variant(path: str | Path) -> ServedVariant:
+    """Rebuild the variant a version's directory describes (see the module docstring)."""
+    from biaslab.models import apply_overlay, load_model, make_scorer
+    from biaslab.scoring.device import resolve_placement
+    from biaslab.serving.base import resolve_base
+    from biaslab.serving.settings import ServingSettings
+
+    path = Path(path)
+    conf = read_flavor(path)
+    settings = ServingSettings.from_dict(conf.get("settings") or {})
+    kind = conf["kind"]
+    if kind == "full":
+        checkpoint = (path / conf["checkpoint"]).resolve()
+    elif kind in ("overlay", "prompt"):
+        if not conf.get("base"):
+            raise ServingError(f"{path}: {kind} version without a pinned base version; register its base variant "
+                               "together with it (`dvc repro register`)")
+        checkpoint = resolve_base(conf["base"])
+    else:
+        raise ServingError(f"{path}: unknown variant kind {kind!r} in the biaslab flavour")
+    device, dtype = resolve_placement("auto", settings.dtype)
+    loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=settings.trust_remote_code,
+                        allow_pickle=settings.allow_pickle, dtype=dtype)
+    if kind == "overlay":
+        loaded = apply_overlay(loaded, path)
+    loaded.model.to(device)
+    scorer = make_scorer(loaded, settings, prompt_format=settings.prompt_format)
+    return ServedVariant(scorer, variant=conf.get("variant", ""), method=conf.get("method", ""), kind=kind,
+                         prefixes=conf.get("prompt_prefix") or {})
+
+
+def _load_pyfunc(data_path: str, model_config: dict[str, Any] | None = None) -> ServedVariant:
+    """MLflow's entry point (``python_function`` flavour, ``loader_module``)."""
+    return load_served_variant(data_path)

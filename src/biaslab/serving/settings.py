@@ -1,0 +1,55 @@
+"""How a registered version is loaded and scored: the params a variant was evaluated with.
+
+A served log-likelihood must equal the one the benchmarks computed, so the settings that change the
+numbers - BOS (``scoring.add_bos``), prompt format (``evaluation.prompt_format``), compute dtype
+(``scoring.dtype``) - and the loading options (``model.kind``, ``trust_remote_code``, ``allow_pickle``)
+are recorded in the version's ``MLmodel`` (the ``biaslab`` flavour) when it is registered, and read back
+by the loader. Batching settings only change speed (batched == unbatched) but are kept as well.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """Loading and scoring options of one registered version."""
+
+    model_kind: str = "auto"  # model.kind: auto | causal | masked
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    dtype: str = "auto"  # scoring.dtype: compute dtype (auto = bfloat16 on a GPU that has it, else float32)
+    add_bos: str | bool = "auto"  # scoring.add_bos
+    prompt_format: str = "raw"  # evaluation.prompt_format
+    batch_size: int | str = "auto"
+    max_batch_tokens: int = 1024
+
+    @classmethod
+    def from_params(cls, params: Any) -> "ServingSettings":
+        """The settings of ``params.yaml`` (a :class:`biaslab.config.Params`)."""
+        return cls(
+            model_kind=params.model.kind,
+            trust_remote_code=params.model.trust_remote_code,
+            allow_pickle=params.model.allow_pickle,
+            dtype=params.scoring.dtype,
+            add_bos=params.scoring.add_bos,
+            prompt_format=params.evaluation.prompt_format,
+            batch_size=params.scoring.batch_size,
+            max_batch_tokens=params.scoring.max_batch_tokens,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "ServingSettings":
+        """Read back what :meth:`to_dict` wrote; unknown keys (a newer biaslab) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    @property
+    def cache_dir(self) -> None:
+        """The scorer's on-disk cache is off when serving (``make_scorer`` reads this attribute)."""
+        return None

@@ -1,0 +1,241 @@
+"""Every kind of registered version loads with ``mlflow.pyfunc.load_model`` in a fresh process and answers
+the predict contract with biaslab's own numbers.
+
+Kinds: full model (transformers layout and byte copy, causal and masked), embedding-hook overlay, LoRA
+overlay (a real PEFT adapter), prompt variant. For each: register -> alias -> a *new* Python process loads
+``models:/<name>@<alias>`` and predicts -> equal (1e-5) to the evaluation path's scorer
+(``load_variant_model`` + ``make_scorer`` + ``with_prefix``) on the same requests, and the same greedy text.
+Overlays and prompts must hold no base weights. Tiny models built here, a SQLite store, nothing downloads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from biaslab.config import Params
+from tiny_models import build_tiny_bert
+
+PREFIX = {"en": "Please do not think based on gender stereotypes.", "uk": "Не будь упередженим до статі."}
+LOGLIKELIHOOD = [("The doctor said that", " he would come."), ("The nurse said that", " she would come."),
+                 ("", "He is a man.")]
+PROMPTS = ["The doctor said that", "Кандидат має досвід."]
+SENTENCES = ["The nurse said that she would come.", "He is a man."]
+MAX_NEW_TOKENS = 6
+CAUSAL = ("base", "soft", "soft_copy", "hook", "lora", "prompt")
+MODEL = "serving-test"
+
+LOAD_AND_PREDICT = r"""
+import json, sys
+import mlflow.pyfunc
+import pandas as pd
+
+model_name, requests_json, out = sys.argv[1], sys.argv[2], sys.argv[3]
+requests = json.loads(requests_json)
+answers = {}
+for alias, rows in requests.items():
+    model = mlflow.pyfunc.load_model(f"models:/{model_name}@{alias}")
+    frame = model.predict(pd.DataFrame(rows), params={"max_new_tokens": %d})
+    answers[alias] = {"rows": frame.to_dict(orient="records"), "flavors": sorted(model.metadata.flavors)}
+with open(out, "w", encoding="utf-8") as fh:
+    json.dump(answers, fh)
+""" % MAX_NEW_TOKENS
+
+
+def _rows(language: str | None = "en") -> list[dict]:
+    rows = [{"context": c, "continuation": x} for c, x in LOGLIKELIHOOD]
+    rows += [{"prompt": p} for p in PROMPTS] + [{"sentence": s} for s in SENTENCES]
+    return [{**r, "language": language} if language else r for r in rows]
+
+
+def build_variants(root: Path, tokenizer, model, bert, bert_tokenizer) -> Params:
+    """models/base, soft (full, edited), hook (embedding-hook overlay), lora (PEFT overlay), bert (masked)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from biaslab.mitigation.embedding.hook import save_hook
+
+    base = root / "models" / "base"
+    model.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    soft = root / "models" / "soft"
+    edited = copy.deepcopy(model)
+    with torch.no_grad():
+        edited.get_input_embeddings().weight[:50] *= 0.5
+    edited.save_pretrained(soft)
+    tokenizer.save_pretrained(soft)
+
+    hook = root / "models" / "hook"
+    hook.mkdir(parents=True)
+    dim = model.get_input_embeddings().weight.shape[1]
+    basis = torch.nn.functional.normalize(torch.randn(1, dim, generator=torch.Generator().manual_seed(1)), dim=1)
+    targets = [tokenizer.encode(w, add_special_tokens=False) for w in (" doctor", " nurse", " man")]
+    save_hook(hook, basis, targets, sorted({i for t in targets for i in t}), len(tokenizer))
+    (hook / "variant.json").write_text(json.dumps({"base": "models/base", "method": "embedding"}))
+
+    lora = root / "models" / "lora"
+    torch.manual_seed(0)
+    peft = get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                            init_lora_weights=False))
+    peft.save_pretrained(lora)
+    (lora / "variant.json").write_text(json.dumps({"base": "models/base", "method": "lora"}))
+
+    bert.save_pretrained(root / "models" / "bert")
+    bert_tokenizer.save_pretrained(root / "models" / "bert")
+    variants = {
+        "base": {"method": "none", "model_dir": "models/base"},
+        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"},
+        "hook": {"method": "embedding", "model_dir": "models/hook", "embedding_mode": "soft",
+                 "embedding_apply": "hook"},
+        "lora": {"method": "lora", "model_dir": "models/lora"},
+        "prompt": {"method": "prompt", "model_dir": "models/base", "prompt_prefix": PREFIX},
+        "bert": {"method": "none", "model_dir": "models/bert"},
+    }
+    return Params.model_validate({
+        "variants": variants,
+        "registry": {"model_name": MODEL, "gate": []},
+        "tracking": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}", "artifact_location": str(root / "artifacts"),
+                     "experiment": "serving"},
+    })
+
+
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
+    """All variants registered (full models as transformers flavour; ``soft`` again as a byte copy)."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from biaslab import registry, tracking
+
+    root = tmp_path_factory.mktemp("serving")
+    bert, bert_tokenizer = build_tiny_bert()
+    params = build_variants(root, tiny_tokenizer, tiny_causal_model, bert, bert_tokenizer)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        tracking.configure(params.tracking, root=root)
+        versions = {n: r.version for n, r in registry.register_variants(params, root).items()}
+        copy_params = params.model_copy(update={"variants": {**params.variants,
+                                                             "soft_copy": params.variants["soft"]}})
+        versions["soft_copy"] = registry.register_variants(copy_params, root, flavor="artifacts",
+                                                           variants=["soft_copy"])["soft_copy"].version
+        client = MlflowClient()
+        for name, version in versions.items():
+            client.set_registered_model_alias(MODEL, f"serve-{name.replace('_', '-')}", version)
+        client.set_registered_model_alias(MODEL, "champion", versions["lora"])
+        yield root, params, versions, mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(None)
+
+
+def _fresh_process_predict(root: Path, tracking_uri: str, requests: dict[str, list[dict]]) -> dict:
+    out = root / "answers.json"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", LOAD_AND_PREDICT, MODEL, json.dumps(requests), str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _reference(root: Path, params: Params, variant: str) -> dict:
+    """The evaluation path's answers: ``load_variant_model`` + ``make_scorer`` (+ the prompt prefix)."""
+    from biaslab.mitigation.prompt import resolve_prompt_prefix
+    from biaslab.models import load_variant_model, make_scorer
+    from biaslab.scoring.requests import Request
+
+    cfg = params.variant(variant)
+    loaded = load_variant_model(root / cfg.model_dir, dtype="float32")
+    scorer = make_scorer(loaded, params.scoring, prompt_format=params.evaluation.prompt_format)
+    prefix = resolve_prompt_prefix(cfg, "en", variant)
+    scorer = scorer.with_prefix(prefix) if prefix else scorer
+    sentences = [s.logprob for s in scorer.sentence_scores(SENTENCES)]
+    if loaded.kind == "masked":
+        return {"sentence": sentences}
+    return {
+        "loglikelihood": [s.logprob for s in scorer.loglikelihood([Request(c, x) for c, x in LOGLIKELIHOOD])],
+        "generate": scorer.generate(PROMPTS, max_new_tokens=MAX_NEW_TOKENS),
+        "sentence": sentences,
+    }
+
+
+@pytest.mark.slow
+def test_every_kind_loads_in_a_fresh_process_and_predicts_like_the_scorer(registered, monkeypatch):
+    root, params, versions, tracking_uri = registered
+    monkeypatch.chdir(root)  # variant.json names its base relative to the project root, as in the pipeline
+    requests = {f"serve-{n.replace('_', '-')}": _rows() for n in CAUSAL}
+    requests["serve-bert"] = [{"sentence": s} for s in SENTENCES]
+    requests["champion"] = _rows(language=None)
+    answers = _fresh_process_predict(root, tracking_uri, requests)
+
+    results = {}
+    for variant in (*CAUSAL, "bert"):
+        rows = answers[f"serve-{variant.replace('_', '-')}"]["rows"]
+        ref = _reference(root, params, "soft" if variant == "soft_copy" else variant)
+        by_task = {task: [r for r in rows if r["task"] == task] for task in ("loglikelihood", "generate", "sentence")}
+        assert [r["logprob"] for r in by_task["sentence"]] == pytest.approx(ref["sentence"], abs=1e-5), variant
+        if variant != "bert":
+            assert [r["logprob"] for r in by_task["loglikelihood"]] == pytest.approx(ref["loglikelihood"], abs=1e-5)
+            assert [r["generated"] for r in by_task["generate"]] == ref["generate"], variant
+            assert all(r["n_tokens"] > 0 for r in by_task["loglikelihood"])
+        results[variant] = [r["logprob"] for r in rows if r["logprob"] is not None]
+    # each mitigation changes the numbers (the overlay / prefix really was applied)
+    for variant in ("soft", "hook", "lora", "prompt"):
+        assert results[variant] != pytest.approx(results["base"], abs=1e-4), variant
+    assert results["soft_copy"] == pytest.approx(results["soft"], abs=1e-6)
+    # the alias champion (lora) without a language column: same answers
+    assert answers["champion"]["rows"] == [{k: v for k, v in r.items()} for r in answers["serve-lora"]["rows"]]
+    # full models in the transformers layout keep the transformers flavour next to biaslab's
+    assert {"biaslab", "python_function", "transformers"} <= set(answers["serve-base"]["flavors"])
+
+
+def test_overlays_and_prompts_reference_the_base_instead_of_copying_it(registered):
+    from mlflow import MlflowClient
+
+    root, params, versions, _ = registered
+    client = MlflowClient()
+    base = client.get_model_version(MODEL, versions["base"])
+    for variant in ("hook", "lora", "prompt"):
+        mv = client.get_model_version(MODEL, versions[variant])
+        local = Path(client.download_artifacts(mv.run_id, f"variant_{variant}", str(root / "dl" / variant)))
+        files = {p.name for p in local.rglob("*") if p.is_file()}
+        assert "model.safetensors" not in files and "config.json" not in files, (variant, files)
+        import yaml
+
+        flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["biaslab"]
+        assert flavor["kind"] == ("prompt" if variant == "prompt" else "overlay")
+        assert flavor["base"] == {"registered_model": MODEL, "version": versions["base"],
+                                  "content_hash": base.tags["content_hash"], "variant": "base"}
+        assert "python_function" in yaml.safe_load((local / "MLmodel").read_text())["flavors"]
+        assert "peft==" in (local / "requirements.txt").read_text() or variant != "lora"
+
+
+def test_a_base_pin_resolves_by_content_and_refuses_another_base(registered):
+    from mlflow import MlflowClient
+
+    from biaslab.serving.base import BaseResolutionError, find_base_version
+
+    _, _, versions, _ = registered
+    client = MlflowClient()
+    chash = client.get_model_version(MODEL, versions["base"]).tags["content_hash"]
+    pin = {"registered_model": MODEL, "version": versions["soft"], "content_hash": chash}
+    assert str(find_base_version(client, pin).version) == versions["base"]  # wrong number, right content
+    with pytest.raises(BaseResolutionError, match="no version of .* holds content"):
+        find_base_version(client, {**pin, "content_hash": "0" * 24})
+
+
+def test_bad_requests_are_refused_with_the_row():
+    from biaslab.serving.contract import RequestError, parse_requests
+
+    with pytest.raises(RequestError, match="row 1: fill exactly one"):
+        parse_requests([{"prompt": "a"}, {"prompt": "b", "sentence": "c"}])
+    with pytest.raises(RequestError, match="row 0: context without continuation"):
+        parse_requests([{"context": "a", "sentence": "b"}])
+    with pytest.raises(RequestError, match="unknown input column"):
+        parse_requests([{"text": "a"}])
+    assert [r.task for r in parse_requests([{"continuation": " x"}, {"sentence": "y"}])] == ["loglikelihood", "sentence"]
