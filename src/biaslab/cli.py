@@ -8,6 +8,7 @@
     biaslab check-reproduction       # this run's metrics vs the committed ones, within their CIs
     biaslab promote lora             # gate -> alias `champion`, or refusal with reasons (exit 1)
     biaslab ui                       # MLflow UI on the run store; prints the address of the runs table
+    biaslab serve champion           # `mlflow models serve` of a registered version (variant, version or alias)
 
 Run from the project root (or pass ``--root``). Only ``promote`` talks to MLflow; nothing heavy is
 imported until a command runs, so ``biaslab --help`` is instant.
@@ -304,6 +305,51 @@ def ui(
     if print_only:
         return
     raise typer.Exit(subprocess.call(command, cwd=os.fspath(root)))
+
+
+@app.command()
+def serve(
+    target: str = typer.Argument("champion", help="a variant of params.yaml, a version number, or an alias"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address the server listens on (loopback by default)"),
+    port: int = typer.Option(5001, "--port", help="port of the server"),
+    print_only: bool = typer.Option(False, "--print-command", help="only print the command and a curl example"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """Serve a registered version over HTTP with `mlflow models serve` (biaslab's predict contract).
+
+    POST /invocations with rows of `prompt` (greedy text), `context`+`continuation` (log-likelihood) or
+    `sentence`; see the README section "Serving a registered version".
+    """
+    import os
+    import shlex
+    import subprocess
+
+    import mlflow
+
+    from biaslab import tracking
+    from mlflow import MlflowClient
+
+    from biaslab.registry import REGISTER_JSON
+    from biaslab.serving.command import ServeTargetError, curl_example, resolve_target, serve_command
+
+    params = _load(root, params_file)
+    tracking.configure(params.tracking, root=root)
+    try:
+        uri, version = resolve_target(MlflowClient(), params.registry.model_name, target, list(params.variants),
+                                      root / REGISTER_JSON)
+    except ServeTargetError as exc:
+        _fail(str(exc))
+    command = serve_command(uri, host, port)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow.get_tracking_uri()}
+    console = _console()
+    console.print(f"{params.registry.model_name} version {version}: {uri}", highlight=False)
+    console.print(f"MLFLOW_TRACKING_URI={env['MLFLOW_TRACKING_URI']} {shlex.join(command)}", highlight=False,
+                  soft_wrap=True)
+    console.print(f"then: {curl_example(host, port)}", highlight=False, soft_wrap=True)
+    if print_only:
+        return
+    raise typer.Exit(subprocess.call(command, env=env, cwd=os.fspath(root)))
 
 
 if __name__ == "__main__":

@@ -239,3 +239,78 @@ def test_bad_requests_are_refused_with_the_row():
     with pytest.raises(RequestError, match="unknown input column"):
         parse_requests([{"text": "a"}])
     assert [r.task for r in parse_requests([{"continuation": " x"}, {"sentence": "y"}])] == ["loglikelihood", "sentence"]
+
+
+def test_serve_command_resolves_variant_version_and_alias(registered):
+    from typer.testing import CliRunner
+
+    from biaslab.cli import app
+
+    root, params, versions, tracking_uri = registered
+    (root / "params.yaml").write_text(json.dumps(params.model_dump(mode="json")), encoding="utf-8")
+    runner = CliRunner()
+    for target, uri in (("lora", f"models:/{MODEL}/{versions['lora']}"), (versions["hook"], f"models:/{MODEL}/{versions['hook']}"),
+                        ("champion", f"models:/{MODEL}@champion")):
+        result = runner.invoke(app, ["serve", target, "--print-command", "--root", str(root), "--port", "5123"])
+        assert result.exit_code == 0, result.output
+        assert f"-m {uri} --env-manager local -h 127.0.0.1 -p 5123" in result.output
+        assert "curl -s http://127.0.0.1:5123/invocations" in result.output
+    missing = runner.invoke(app, ["serve", "nope", "--print-command", "--root", str(root)])
+    assert missing.exit_code == 2 and "no variant of params.yaml" in missing.output
+
+
+@pytest.mark.slow
+def test_mlflow_models_serve_on_loopback_answers_the_contract(registered):
+    """A real ``mlflow models serve`` of @champion (the LoRA overlay): /invocations equals the scorer."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    from biaslab.serving.command import example_request, serve_command
+
+    root, params, versions, tracking_uri = registered
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    log = (root / "serve.log").open("w")
+    server = subprocess.Popen(serve_command(f"models:/{MODEL}@champion", "127.0.0.1", port), env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, (root / "serve.log").read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "server did not answer /ping in 300 s"
+            time.sleep(1)
+        body = json.dumps(example_request()).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            rows = json.loads(reply.read())["predictions"]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        log.close()
+
+    from biaslab.models import load_variant_model, make_scorer
+    from biaslab.scoring.requests import Request
+
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        scorer = make_scorer(load_variant_model(root / "models" / "lora", dtype="float32"), params.scoring)
+    finally:
+        os.chdir(cwd)
+    records = example_request()["dataframe_records"]
+    expected = scorer.loglikelihood([Request(r["context"], r["continuation"]) for r in records[:2]])
+    assert [r["logprob"] for r in rows[:2]] == pytest.approx([s.logprob for s in expected], abs=1e-5)
+    assert rows[2]["generated"] == scorer.generate([records[2]["prompt"]], max_new_tokens=10)[0]

@@ -15,13 +15,14 @@ checkpoint per load) and downloaded otherwise.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from biaslab.errors import BiaslabError
 
-class BaseResolutionError(RuntimeError):
+
+class BaseResolutionError(BiaslabError):
     """The pinned base version cannot be found, or holds other content than the one pinned."""
 
 
@@ -104,7 +105,3 @@ def resolve_base(pin: dict[str, Any], client: Any = None) -> Path:
         raise BaseResolutionError(f"base {pin['registered_model']} version {mv.version}: no config.json in {checkpoint}")
     return checkpoint
 
-
-def describe(pin: dict[str, Any]) -> str:
-    """One line naming the pin (for logs and errors)."""
-    return json.dumps({k: pin.get(k) for k in ("registered_model", "version", "variant", "content_hash")})

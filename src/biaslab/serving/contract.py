@@ -24,13 +24,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from biaslab.errors import BiaslabError
+
 INPUT_COLUMNS = ("prompt", "context", "continuation", "sentence", "language")
 OUTPUT_COLUMNS = ("task", "generated", "logprob", "n_tokens", "is_greedy")
 GENERATE, LOGLIKELIHOOD, SENTENCE = "generate", "loglikelihood", "sentence"
 DEFAULT_MAX_NEW_TOKENS = 20
 
 
-class RequestError(ValueError):
+class RequestError(BiaslabError, ValueError):
     """A predict input row that is not one of the contract's request shapes."""
 
 

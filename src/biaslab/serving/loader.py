@@ -17,10 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from biaslab.errors import BiaslabError
 from biaslab.serving.predictor import ServedVariant
 
 
-class ServingError(RuntimeError):
+class ServingError(BiaslabError):
     """A version's package is not a biaslab pyfunc package or cannot be rebuilt."""
 
 

@@ -1,0 +1,74 @@
+"""``biaslab serve``: the ``mlflow models serve`` command for a registered version, and how to call it.
+
+A *target* is a variant of ``params.yaml`` (its registered version: ``runs/register.json``, else the newest
+version tagged with it), a version number, or an alias (``champion``, ``candidate``). The server runs
+in the current environment (``--env-manager local``: biaslab's loader must be importable) with
+``MLFLOW_TRACKING_URI`` pointing at the project's store, so an overlay's pinned base resolves there.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from biaslab.errors import BiaslabError
+
+
+class ServeTargetError(BiaslabError):
+    """The target names no registered version."""
+
+
+def resolve_target(client: Any, model_name: str, target: str, variants: list[str],
+                   register_json: Path | None = None) -> tuple[str, str]:
+    """``(model URI, version)`` of ``target``: a variant name, a version number, or an alias."""
+    from mlflow.exceptions import MlflowException
+
+    from biaslab.registry import RegistryError, find_variant_version
+
+    if target in variants:
+        try:
+            mv = find_variant_version(client, model_name, target, register_json)
+        except RegistryError as exc:
+            raise ServeTargetError(str(exc)) from None
+        return f"models:/{model_name}/{mv.version}", str(mv.version)
+    try:
+        if target.isdigit():
+            mv = client.get_model_version(model_name, target)
+            return f"models:/{model_name}/{mv.version}", str(mv.version)
+        mv = client.get_model_version_by_alias(model_name, target)
+    except MlflowException:
+        raise ServeTargetError(
+            f"{target!r} is no variant of params.yaml ({', '.join(variants)}), no version and no alias of "
+            f"registered model {model_name!r}; run `dvc repro register` (and `biaslab promote <variant>` for "
+            "@champion)") from None
+    return f"models:/{model_name}@{target}", str(mv.version)
+
+
+def serve_command(model_uri: str, host: str = "127.0.0.1", port: int = 5001) -> list[str]:
+    """``mlflow models serve`` of ``model_uri`` in this environment."""
+    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
+            "-h", host, "-p", str(port)]
+
+
+def example_request(masked: bool = False) -> dict[str, Any]:
+    """A request body for ``/invocations`` in MLflow's ``dataframe_records`` form."""
+    if masked:
+        return {"dataframe_records": [{"sentence": "The nurse said that she would come."}]}
+    return {
+        "dataframe_records": [
+            {"context": "The nurse said that", "continuation": " she"},
+            {"context": "The nurse said that", "continuation": " he"},
+            {"prompt": "The doctor said that"},
+        ],
+        "params": {"max_new_tokens": 10},
+    }
+
+
+def curl_example(host: str = "127.0.0.1", port: int = 5001, masked: bool = False) -> str:
+    """The ``curl`` line that sends :func:`example_request` to a running server."""
+    body = json.dumps(example_request(masked), ensure_ascii=False)
+    return (f"curl -s http://{host}:{port}/invocations -H 'Content-Type: application/json' "
+            f"-d {shlex.quote(body)}")
