@@ -19,6 +19,11 @@ Three jobs, in the order a pipeline meets them:
      ``base_reference.json``; the tag ``base_model`` names the base's registered version;
    * prompt - ``prompt.json`` (the prefixes and the base reference).
 
+   Every package is also an MLflow ``python_function`` model (:mod:`biaslab.serving`): its loader rebuilds
+   the variant with biaslab's own loader - an overlay or prompt from its base's *registered* version,
+   pinned by version and content hash - so ``mlflow.pyfunc.load_model("models:/<name>@champion")``
+   generates and scores for every kind.
+
 2. **Gate** (:func:`evaluate_gate`): each ``registry.gate`` condition compares the variant's metric
    with the base's (rules documented on :func:`check_condition`).
 
