@@ -314,3 +314,23 @@ def test_mlflow_models_serve_on_loopback_answers_the_contract(registered):
     expected = scorer.loglikelihood([Request(r["context"], r["continuation"]) for r in records[:2]])
     assert [r["logprob"] for r in rows[:2]] == pytest.approx([s.logprob for s in expected], abs=1e-5)
     assert rows[2]["generated"] == scorer.generate([records[2]["prompt"]], max_new_tokens=10)[0]
+
+
+def test_an_overlay_registered_alone_pins_the_registered_base(registered):
+    import shutil
+
+    import yaml
+    from mlflow import MlflowClient
+
+    from biaslab import registry
+
+    root, params, versions, _ = registered
+    shutil.copytree(root / "models" / "hook", root / "models" / "hook_alone")
+    alone = params.variants["hook"].model_copy(update={"model_dir": "models/hook_alone"})
+    params = params.model_copy(update={"variants": {**params.variants, "hook_alone": alone}})
+    reg = registry.register_variants(params, root, variants=["hook_alone"])["hook_alone"]
+    client = MlflowClient()
+    local = Path(client.download_artifacts(reg.run_id, "variant_hook_alone", str(root / "dl" / "alone")))
+    pin = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["biaslab"]["base"]
+    assert pin["version"] == versions["base"] and pin["variant"] == "base"
+    assert pin["content_hash"] == client.get_model_version(MODEL, versions["base"]).tags["content_hash"]

@@ -26,16 +26,35 @@ class BaseResolutionError(BiaslabError):
     """The pinned base version cannot be found, or holds other content than the one pinned."""
 
 
-def base_pin(base_reference: dict[str, Any], model_name: str) -> dict[str, Any] | None:
-    """The pin of a registration's base reference (``None`` when the base has no registered version)."""
-    if not base_reference or not base_reference.get("base_version"):
+def base_pin(base_reference: dict[str, Any], model_name: str, client: Any = None) -> dict[str, Any] | None:
+    """The pin of a registration's base reference.
+
+    The base registered in the same ``register`` call, else (an overlay registered on its own) the newest
+    registered full model whose ``model_fingerprint`` tag is the base directory's fingerprint; ``None``
+    when the base has no registered version.
+    """
+    if not base_reference:
         return None
-    return {
-        "registered_model": model_name,
-        "version": str(base_reference["base_version"]),
-        "content_hash": base_reference.get("content_hash"),
-        "variant": base_reference.get("base_variant"),
-    }
+    if base_reference.get("base_version"):
+        return {
+            "registered_model": model_name,
+            "version": str(base_reference["base_version"]),
+            "content_hash": base_reference.get("content_hash"),
+            "variant": base_reference.get("base_variant"),
+        }
+    fingerprint = base_reference.get("base_fingerprint")
+    if not fingerprint:
+        return None
+    from mlflow import MlflowClient
+
+    client = client or MlflowClient()
+    found = client.search_model_versions(
+        f"name = '{model_name}' and tags.kind = 'full' and tags.model_fingerprint = '{fingerprint}'")
+    if not found:
+        return None
+    mv = max(found, key=lambda v: int(v.version))
+    return {"registered_model": model_name, "version": str(mv.version), "content_hash": mv.tags.get("content_hash"),
+            "variant": mv.tags.get("variant")}
 
 
 def find_base_version(client: Any, pin: dict[str, Any]) -> Any:
