@@ -9,6 +9,8 @@ own paper-shaped tables) and ``runs/register.json`` (registry versions, optional
 * ``reports/bias_vs_accuracy.csv`` / ``.json`` / ``.png`` - one point per variant (DVC plots); the axes are
   ``tune.accuracy_metric`` (x) and ``tune.gap_metric`` (y) - the pair the LoRA search trades off - unless
   given explicitly;
+* ``reports/comparison.md`` / ``.html`` - each benchmark's headline metrics, value [CI] and Δ vs base with
+  better/worse marks (``biaslab compare``'s table; also a section of ``report.md``);
 * ``reports/paper/<paper>.md`` and ``reports/paper/<paper>/<key>.csv`` - each seed paper's tables in the
   paper's layout with its published numbers beside them (:mod:`biaslab.paper_report`).
 
@@ -182,12 +184,19 @@ def _f(x: object) -> float | None:
     return None if x is None or pd.isna(x) else float(x)
 
 
-def report_markdown(inputs: ReportInputs, summary: pd.DataFrame, accuracy: str, bias: str) -> str:
+def report_markdown(inputs: ReportInputs, summary: pd.DataFrame, accuracy: str, bias: str,
+                    headline_table=None) -> str:
     provenance = "\n".join(
         f"| {v} | {inputs.methods.get(v, '')} | `{vm.model_dir or ''}` | `{vm.model_fingerprint or 'unknown'}` | "
         f"{inputs.versions.get(v, '–')} |"
         for v, vm in inputs.metrics.items()
     )
+    headline_section = ""
+    if headline_table is not None:
+        from biaslab import comparison
+
+        headline_section = ("\n## Variants vs base: headline metrics\n\n"
+                            f"{comparison.to_markdown(headline_table)}\n")
     return f"""# biaslab report
 
 **Model:** {inputs.model_source}.
@@ -198,7 +207,7 @@ def report_markdown(inputs: ReportInputs, summary: pd.DataFrame, accuracy: str, 
 
 Cells are `value [95% bootstrap CI]` where a CI exists. Directions: ↑ higher is better, ↓ lower is better,
 ◎ closest to the ideal is best. Each benchmark's own tables, stacked over variants, are in `side_by_side/`.
-
+{headline_section}
 ## Bias vs accuracy
 
 ![bias vs accuracy](bias_vs_accuracy.png)
@@ -220,6 +229,8 @@ class ReportFiles:
     bias_vs_accuracy_png: Path
     side_by_side_dir: Path
     paper_dir: Path
+    comparison_md: Path | None = None  # headline metrics vs base (``biaslab compare``'s table)
+    comparison_html: Path | None = None
 
 
 def write_report(
@@ -261,10 +272,31 @@ def write_report(
             frame.to_csv(tmp / f"{name}.csv")
     paper_report.write_from_params(params, root, {v: vm.metrics for v, vm in inputs.metrics.items()},
                                    out_dir=f"{out_dir}/paper", tables_dir=f"{out_dir}/tables")
-    atomic_write_text(files.report_md, report_markdown(inputs, summary, accuracy, bias))
+    from biaslab import comparison
+
+    headline_table = _comparison(params, inputs)
+    files.comparison_md, files.comparison_html = out / "comparison.md", out / "comparison.html"
+    if headline_table is not None:
+        atomic_write_text(files.comparison_md, comparison.to_markdown(headline_table))
+        atomic_write_text(files.comparison_html, comparison.to_html(headline_table))
+    else:  # the stage's outputs exist either way
+        note = "No variant named 'base': nothing to compare with (`biaslab compare --base <variant>`).\n"
+        atomic_write_text(files.comparison_md, note)
+        atomic_write_text(files.comparison_html, f"<!doctype html><meta charset=utf-8><p>{note}</p>\n")
+    atomic_write_text(files.report_md, report_markdown(inputs, summary, accuracy, bias, headline_table))
     if log_to_mlflow:
         _log(params, root, files)
     return files
+
+
+def _comparison(params: Params, inputs: ReportInputs, base: str = "base"):
+    """``biaslab compare``'s table (each benchmark's headline metrics vs ``base``), or None without a base."""
+    from biaslab import comparison
+
+    if base not in inputs.metrics:
+        return None
+    headlines = comparison.headline_metrics(params.evaluation.benchmarks)
+    return comparison.compare({v: vm.metrics for v, vm in inputs.metrics.items()}, headlines, base)
 
 
 def _log(params: Params, root: Path, files: ReportFiles) -> None:
@@ -272,8 +304,10 @@ def _log(params: Params, root: Path, files: ReportFiles) -> None:
 
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("report", tags={"variants": ",".join(params.variants)}):
-        for path in (files.report_md, files.summary_csv, files.bias_vs_accuracy_csv, files.bias_vs_accuracy_json, files.bias_vs_accuracy_png):
-            tracking.log_artifact(path, "report")
+        for path in (files.report_md, files.summary_csv, files.bias_vs_accuracy_csv, files.bias_vs_accuracy_json,
+                     files.bias_vs_accuracy_png, files.comparison_md, files.comparison_html):
+            if path is not None:
+                tracking.log_artifact(path, "report")
         if any(files.side_by_side_dir.iterdir()):
             tracking.log_artifact(files.side_by_side_dir, "report/side_by_side")
         if any(files.paper_dir.iterdir()):

@@ -88,6 +88,14 @@ def test_report_tables_have_every_variant(project):
     for variant in VARIANTS:
         assert f"| {variant} |" in md
 
+    # biaslab compare's table: rubia's headline metric (pro_share: the same 0.55 for every variant here)
+    assert "## Variants vs base: headline metrics" in md
+    table = files.comparison_md.read_text()
+    assert table.splitlines()[0] == "| benchmark | metric | base (base) | prompt | lora |"
+    assert "| rubia |" in table and "0.550 [0.520, 0.580]" in table
+    assert "rubia/pro_share/gender" in table  # a headline metric no variant has is named, not dropped
+    assert "<table" in files.comparison_html.read_text()
+
 
 def test_report_names_a_missing_metrics_file(project):
     from biaslab.registry import RegistryError
@@ -111,6 +119,7 @@ def test_report_is_logged_to_mlflow(project, monkeypatch):
         runs = mlflow.search_runs(filter_string="tags.stage = 'report'", output_format="list")
         assert len(runs) == 1
         files = {f.path for f in mlflow.MlflowClient().list_artifacts(runs[0].info.run_id, "report")}
-        assert {"report/report.md", "report/bias_vs_accuracy.png", "report/summary.csv"} <= files
+        assert {"report/report.md", "report/bias_vs_accuracy.png", "report/summary.csv", "report/comparison.md",
+                "report/comparison.html"} <= files
     finally:
         mlflow.set_tracking_uri(None)
