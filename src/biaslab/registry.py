@@ -6,8 +6,9 @@ Three jobs, in the order a pipeline meets them:
    packaged into a local directory, logged as artifacts of a run, *verified* (the artifact store's
    file list, sizes and SHA-256 must match the package, and the package must match the source
    directory), and only then becomes a version of ``registry.model_name``. A version is tagged with
-   the method, variant, every metric value, git commit, data hash, model fingerprint and a
-   ``content_hash``; registering unchanged content again reuses that version (docs/design.md §5). The alias
+   what a reviewer reads: the method, variant, the gate's metrics with their CIs, git commit, data
+   hash, model fingerprint, a ``content_hash`` and the evaluate run holding every other metric;
+   registering unchanged content again reuses that version (docs/design.md §5). The alias
    ``candidate`` points at the newest version. What each variant becomes:
 
    * full model (``config.json`` + safetensors: base, embedding-edited checkpoints) - the
@@ -387,12 +388,18 @@ def find_version_by_content(client: Any, name: str, chash: str) -> Any | None:
     return min(found, key=lambda mv: int(mv.version)) if found else None
 
 
-def metric_tags(vm: VariantMetrics | None) -> dict[str, str]:
-    """``metric.<name>`` = value and ``metric_ci.<name>`` = ``low,high`` for every metric."""
+def metric_tags(vm: VariantMetrics | None, names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``metric.<name>`` = value and ``metric_ci.<name>`` = ``low,high`` for the metrics ``names``.
+
+    A version carries only what a reviewer reads: ``names`` are the gate's metrics (``registry.gate``);
+    every other metric stays on the evaluate run the ``evaluate_run_id`` tag names.
+    """
     if vm is None:
         return {}
     tags = {}
     for name, mv in vm.metrics.items():
+        if name not in names:
+            continue
         key = "".join(c if c.isalnum() or c in "/-._ " else "_" for c in name)
         tags[f"metric.{key}"] = repr(mv.value)
         if mv.ci_low is not None and mv.ci_high is not None:
@@ -450,7 +457,7 @@ def register_variants(
                 "format": "prompt" if src.kind == "prompt" else ("artifacts" if src.kind == "overlay" else flavor),
                 **common,
                 **({"base_model": base_ref["model_uri"] or base_ref["base_dir"]} if base_ref else {}),
-                **metric_tags(vm),
+                **metric_tags(vm, [c.metric for c in params.registry.gate]),
             }
             tags = {k: str(v) for k, v in tags.items() if v is not None}
             existing = find_version_by_content(client, model_name, chash)
@@ -458,6 +465,9 @@ def register_variants(
                 for key, value in tags.items():  # metrics may have been re-computed for the same content
                     if existing.tags.get(key) != value:
                         client.set_model_version_tag(model_name, existing.version, key, value)
+                for key in existing.tags:  # metric tags of metrics that are no longer the gate's
+                    if key.startswith(("metric.", "metric_ci.")) and key not in tags:
+                        client.delete_model_version_tag(model_name, existing.version, key)
                 reg = RegisteredVersion(src.name, str(existing.version), chash, True, existing.run_id, existing.source)
             else:
                 reg = _log_and_register(client, model_name, src, flavor, base_ref or {}, tags, check_hashes,

@@ -34,6 +34,7 @@ def write_metrics(root: Path, variant: str, qa_diff, f1, fingerprint=None):
         "metrics": {
             "gbem_ua/qa_diff_fem": metric(*qa_diff),
             "gbem_ua/qa_f1_man_nofem": metric(*f1, direction="higher", ideal=1.0),
+            "crows_pairs/pct_stereotype": metric(0.6, 0.55, 0.65, direction="target", ideal=0.5),  # not gated
         },
     }
     (root / "metrics" / f"{variant}.json").write_text(json.dumps(body), encoding="utf-8")
@@ -139,6 +140,11 @@ def test_register_twice_creates_one_version_per_variant(project):
     assert lora.tags["method"] == "lora" and lora.tags["variant"] == "lora"
     assert lora.tags["metric.gbem_ua/qa_diff_fem"] == "0.25"
     assert lora.tags["metric_ci.gbem_ua/qa_diff_fem"] == "0.23,0.27"
+    # only the gate's metrics: every other one stays on the evaluate run
+    assert sorted(k for k in lora.tags if k.startswith(("metric.", "metric_ci."))) == [
+        "metric.gbem_ua/qa_diff_fem", "metric.gbem_ua/qa_f1_man_nofem",
+        "metric_ci.gbem_ua/qa_diff_fem", "metric_ci.gbem_ua/qa_f1_man_nofem"]
+    assert lora.tags["evaluate_run_id"] == "run-lora"
     for key in ("git_commit", "data_hash", "model_fingerprint", "content_hash"):
         assert lora.tags[key]
     # the adapter is logged without Trainer checkpoints, with a reference to the base's version
