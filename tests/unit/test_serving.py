@@ -334,3 +334,26 @@ def test_an_overlay_registered_alone_pins_the_registered_base(registered):
     pin = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["biaslab"]["base"]
     assert pin["version"] == versions["base"] and pin["variant"] == "base"
     assert pin["content_hash"] == client.get_model_version(MODEL, versions["base"]).tags["content_hash"]
+
+
+def test_scoring_settings_recorded_at_registration_are_the_served_ones(registered):
+    """``scoring.add_bos: true`` changes the numbers; a version registered with it is a new version and serves them."""
+    import mlflow.pyfunc
+    import pandas as pd
+
+    from biaslab import registry
+    from biaslab.models import load_model, make_scorer
+    from biaslab.scoring.requests import Request
+
+    root, params, versions, _ = registered
+    with_bos = params.model_copy(update={"scoring": params.scoring.model_copy(update={"add_bos": True})})
+    reg = registry.register_variants(with_bos, root, variants=["base"])["base"]
+    assert not reg.reused and reg.version != versions["base"]  # the settings are part of the content hash
+    served = mlflow.pyfunc.load_model(f"models:/{MODEL}/{reg.version}").predict(
+        pd.DataFrame({"context": [c for c, _ in LOGLIKELIHOOD], "continuation": [x for _, x in LOGLIKELIHOOD]}))
+    requests = [Request(c, x) for c, x in LOGLIKELIHOOD]
+    loaded = load_model(root / "models" / "base", dtype="float32")
+    bos = [s.logprob for s in make_scorer(loaded, with_bos.scoring).loglikelihood(requests)]
+    auto = [s.logprob for s in make_scorer(loaded, params.scoring).loglikelihood(requests)]
+    assert list(served["logprob"]) == pytest.approx(bos, abs=1e-5)
+    assert bos != pytest.approx(auto, abs=1e-4)
