@@ -12,6 +12,7 @@ from pathlib import Path
 
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
+from biaslab.outputs import paths, run_file
 from biaslab.stage_entry import run_stage
 from biaslab.stage_inputs import base_model_dir
 
@@ -26,7 +27,7 @@ def main() -> int:
 
 def run(variant_name: str, params_path: str) -> None:
     from biaslab.mitigation.embedding.fit import fit_embedding_variant, report_metrics
-    from biaslab.models import fingerprint_dir
+    from biaslab.outputs.variant_dir import fingerprint_dir
 
     params = load_params(params_path)
     variant, cfg = params.variant(variant_name), params.embedding_debias
@@ -47,7 +48,7 @@ def run(variant_name: str, params_path: str) -> None:
         fingerprint = fingerprint_dir(variant.model_dir)
         tracking.set_tags({"model_fingerprint": fingerprint})
         run_id = r.info.run_id
-    tracking.write_run_json(f"runs/edit_embeddings_{variant_name}.json", run_id=run_id, variant=variant_name,
+    run_file.write(paths.run_file("edit_embeddings", variant_name), run_id=run_id, variant=variant_name,
                             model_dir=variant.model_dir, model_fingerprint=fingerprint, stage="edit_embeddings")
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
+from biaslab.outputs import paths, run_file
 from biaslab.stage_entry import run_stage
 from biaslab.stage_inputs import base_model_dir, prepared_table
 
-RUN_FILE = Path("runs/finetune.json")
+RUN_FILE = paths.run_file("finetune")
 
 
 def main() -> int:
@@ -29,7 +30,7 @@ def main() -> int:
 def run(args: argparse.Namespace) -> None:
     from biaslab.evaluation import set_threads
     from biaslab.mitigation.lora import finetune, hyperparameters, tuned_overrides, with_overrides
-    from biaslab.models import fingerprint_dir
+    from biaslab.outputs.variant_dir import fingerprint_dir
 
     params = load_params(args.params)
     remove_outputs(RUN_FILE)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
         tracking.set_tags({"resumed_from": result.resumed_from or "none",
                            **{f"training.{k}": v for k, v in result.training.items()}})  # the resolved precision plan
         tracking.log_artifact(variant.model_dir, "adapter")
-        tracking.write_run_json(RUN_FILE, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
+        run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
                                 fingerprint=fingerprint_dir(variant.model_dir), variant="lora",
                                 hyperparameters=result.hyperparameters, global_step=result.global_step,
                                 resumed_from=result.resumed_from)

@@ -15,10 +15,11 @@ from pathlib import Path
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
+from biaslab.outputs import paths, run_file
 from biaslab.stage_entry import run_stage
 from biaslab.stage_inputs import base_model_dir, prepared_table
 
-RUN_FILE = Path("runs/tune.json")
+RUN_FILE = paths.run_file("tune")
 
 
 def main() -> int:
@@ -32,7 +33,7 @@ def main() -> int:
 def run(args: argparse.Namespace) -> None:
     from biaslab.evaluation import set_threads
     from biaslab.mitigation.tune import tune
-    from biaslab.models import fingerprint_dir
+    from biaslab.outputs.variant_dir import fingerprint_dir
 
     params = load_params(args.params)
     out = Path(params.tune.output_dir)
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
         with tracking.stage_run("tune", tags={"base_fingerprint": fingerprint_dir(base)}) as mlflow_run:
             tracking.log_params({"tune": params.tune.model_dump(mode="json"), "lora": params.lora.model_dump()})
             result = tune(base, frame, params.tune, params.lora, options=options, **formatting)
-            tracking.write_run_json(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
+            run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
                                     best_trial=result.best_trial, best_params=result.best_params,
                                     values=result.values, n_complete=result.n_complete,
                                     best_params_path=str(result.best_params_path))

@@ -59,22 +59,20 @@ def _fmt(value: float | None, lo: float | None = None, hi: float | None = None) 
 
 
 def _metrics_or_none(root: Path, variant: str):
-    from biaslab.registry import read_metrics
+    from biaslab.outputs import metrics_file
 
-    path = root / "metrics" / f"{variant}.json"
-    return read_metrics(path, variant) if path.is_file() else None
+    return metrics_file.read_if_present(root, variant)
 
 
 @app.command()
 def variants(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
     """List the variants with their registry version and latest metrics (gate metrics first)."""
-    import json
-
     from rich.table import Table
 
+    from biaslab.outputs import paths, run_file
+
     params = _load(root, params_file)
-    reg = root / "runs" / "register.json"
-    versions = json.loads(reg.read_text(encoding="utf-8")).get("versions", {}) if reg.is_file() else {}
+    versions = run_file.registered_versions(root / paths.run_file("register"))
     key_metrics = list(dict.fromkeys([c.metric for c in params.registry.gate]))
     table = Table(title=f"variants ({params.registry.model_name})")
     for col in ("variant", "method", "version", "model fingerprint", *key_metrics, "metrics", "description"):

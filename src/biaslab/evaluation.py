@@ -18,24 +18,23 @@ Outputs (all written atomically, so a killed evaluation leaves no metrics file):
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from biaslab import tracking
-from biaslab.atomic import atomic_dir, atomic_write_text, remove_outputs
+from biaslab.atomic import atomic_dir, remove_outputs
 from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
 from biaslab.config import Params
 from biaslab.errors import BiaslabError
 from biaslab.metrics.values import MetricValue
 from biaslab.mitigation.prompt import resolve_prompt_prefix
 from biaslab.mitigation.sft_data import TRAINED_ON_BENCHMARKS
+from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.scoring.device import resolve_placement
 from biaslab.scoring.requests import NonFiniteScoreError
 
@@ -57,11 +56,11 @@ class EvaluationOutputs:
     @classmethod
     def for_variant(cls, variant: str, root: Path = Path(".")) -> "EvaluationOutputs":
         return cls(
-            metrics=root / "metrics" / f"{variant}.json",
-            values=root / "metrics" / "values" / f"{variant}.json",
-            predictions=root / "data" / "predictions" / variant,
-            tables=root / "reports" / "tables" / variant,
-            run_file=root / "runs" / f"evaluate_{variant}.json",
+            metrics=root / paths.metrics_file(variant),
+            values=root / paths.metric_values_file(variant),
+            predictions=root / paths.predictions_dir(variant),
+            tables=root / paths.tables_dir(variant),
+            run_file=root / paths.run_file("evaluate", variant),
         )
 
 
@@ -114,10 +113,6 @@ def check_finite(benchmark: str, result: BenchmarkResult) -> None:
     for name, mv in result.metrics.items():
         if mv.value is not None and math.isinf(mv.value):
             raise EvaluationError(f"benchmark {benchmark}: metric {name} is infinite; nothing was written")
-
-
-def metrics_payload(metrics: dict[str, MetricValue], **meta: Any) -> dict[str, Any]:
-    return {"metrics": {k: v.to_dict() for k, v in sorted(metrics.items())}, **meta}
 
 
 def summary_markdown(variant: str, source: str, metrics: dict[str, MetricValue]) -> str:
@@ -215,13 +210,10 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
             for name, frame in tables.items():
                 frame.to_csv(tmp / f"{name}.csv")
             (tmp / "summary.md").write_text(summary, encoding="utf-8")
-        payload = metrics_payload(
-            all_metrics, variant=variant_name, method=variant.method, model_dir=variant.model_dir,
+        metrics_file.write(
+            root, variant_name, all_metrics, method=variant.method, model_dir=variant.model_dir,
             model_source=loaded.source, model_fingerprint=loaded.fingerprint, run_id=run_id,
         )
-        atomic_write_text(outputs.metrics, json.dumps(payload, indent=2, sort_keys=False) + "\n")
-        values = {name: metric.value for name, metric in sorted(all_metrics.items())}
-        atomic_write_text(outputs.values, json.dumps(values, indent=2) + "\n")
-        tracking.write_run_json(outputs.run_file, run_id=run_id, model_dir=variant.model_dir,
-                                fingerprint=loaded.fingerprint, variant=variant_name)
+        run_file.write(outputs.run_file, run_id=run_id, model_dir=variant.model_dir,
+                       fingerprint=loaded.fingerprint, variant=variant_name)
     return all_metrics

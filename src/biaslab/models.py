@@ -13,14 +13,13 @@ Evaluation calls :func:`load_scorer` and never asks which kind it got.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from biaslab.errors import BiaslabError
+from biaslab.outputs import variant_dir
 from biaslab.weights.files import PICKLE_SUFFIXES
 
 
@@ -36,20 +35,6 @@ class LoadedModel:
     fingerprint: str
     source: str
     commit: str | None = None  # the hub commit the files came from (None: a local directory)
-
-
-def fingerprint_dir(path: str | os.PathLike[str]) -> str:
-    """A content hash of a model directory (weights, config, tokenizer, adapter): its identity."""
-    path = Path(path)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        if file.name in {"run.json", "README.md", "training_summary.json", "snapshot.json", "edit_report.json"} or "checkpoint-" in str(file):
-            continue
-        digest.update(str(file.relative_to(path)).encode())
-        with file.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
 
 
 def check_safe(path: Path, allow_pickle: bool) -> None:
@@ -135,15 +120,8 @@ def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, r
     )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
-    fp = fingerprint_dir(source) if commit is None else f"hub:{source}@{commit}"
+    fp = variant_dir.fingerprint_dir(source) if commit is None else f"hub:{source}@{commit}"
     return LoadedModel(model, tokenizer, kind, fp, source, commit)
-
-
-def read_variant_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    manifest = Path(path) / "variant.json"
-    if not manifest.is_file():
-        return None
-    return json.loads(manifest.read_text(encoding="utf-8"))
 
 
 def load_variant_model(model_dir: str | os.PathLike[str], **kwargs: Any) -> LoadedModel:
@@ -151,7 +129,7 @@ def load_variant_model(model_dir: str | os.PathLike[str], **kwargs: Any) -> Load
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise ModelLoadError(f"{model_dir}: variant directory not found; run `dvc repro` to build it")
-    manifest = read_variant_manifest(model_dir)
+    manifest = variant_dir.read_manifest(model_dir)
     if manifest is None:
         return load_model(model_dir, **kwargs)
     return apply_overlay(load_model(manifest["base"], **kwargs), model_dir)
@@ -172,9 +150,7 @@ def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str]) -> L
         from biaslab.mitigation.embedding import attach_hook_from_dir
 
         attach_hook_from_dir(loaded.model, loaded.tokenizer, overlay_dir)
-    loaded.fingerprint = hashlib.sha256(
-        (loaded.fingerprint + fingerprint_dir(overlay_dir)).encode()
-    ).hexdigest()[:16]
+    loaded.fingerprint = variant_dir.overlay_fingerprint(loaded.fingerprint, overlay_dir)
     loaded.source = str(overlay_dir)
     return loaded
 

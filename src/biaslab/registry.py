@@ -52,11 +52,13 @@ from typing import Any
 from biaslab.config import ConfigError, GateCondition, Params, VariantConfig
 from biaslab.errors import BiaslabError
 from biaslab.metrics.values import MetricValue
-from biaslab.models import fingerprint_dir
+from biaslab.outputs import metrics_file, paths, run_file, variant_dir
+from biaslab.outputs.metrics_file import VariantMetrics
+from biaslab.outputs.variant_dir import fingerprint_dir
 
 CANDIDATE = "candidate"
 CHAMPION = "champion"
-REGISTER_JSON = Path("runs/register.json")
+REGISTER_JSON = paths.run_file("register")
 FLAVORS = ("transformers", "artifacts")
 # packages a full-model version needs at load time; passed explicitly because MLflow's default probe
 # imports optional packages (torchvision...) and fails
@@ -65,50 +67,6 @@ _PIP_PACKAGES = ("transformers", "torch", "tokenizers", "safetensors")
 
 class RegistryError(BiaslabError, RuntimeError):
     """A variant cannot be registered or promoted: missing inputs, failed verification, not registered."""
-
-
-# =========================================================================== metrics files
-@dataclass
-class VariantMetrics:
-    """``metrics/<variant>.json``: metric values plus which model produced them."""
-
-    variant: str
-    metrics: dict[str, MetricValue]
-    model_fingerprint: str | None = None
-    model_dir: str | None = None
-    run_id: str | None = None
-
-
-def read_metrics(path: str | os.PathLike[str], variant: str | None = None) -> VariantMetrics:
-    """Read one ``metrics/<variant>.json`` (written by the evaluate stage)."""
-    path = Path(path)
-    if not path.is_file():
-        raise RegistryError(f"{path}: metrics file not found; run `dvc repro` (evaluate stage) first")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        metrics = {
-            name: MetricValue(
-                value=float(m["value"]) if m.get("value") is not None else math.nan,
-                direction=m.get("direction", "higher"),
-                ideal=m.get("ideal"),
-                ci_low=m.get("ci_low"),
-                ci_high=m.get("ci_high"),
-                n=m.get("n"),
-                description=m.get("description", ""),
-            )
-            for name, m in raw["metrics"].items()
-        }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RegistryError(
-            f"{path}: not a metrics file ({exc!r}); expected {{'metrics': {{name: {{value, direction}}}}}}"
-        ) from exc
-    return VariantMetrics(
-        variant=raw.get("variant") or variant or path.stem,
-        metrics=metrics,
-        model_fingerprint=raw.get("model_fingerprint"),
-        model_dir=raw.get("model_dir"),
-        run_id=raw.get("run_id"),
-    )
 
 
 # =========================================================================== what a variant is
@@ -130,30 +88,14 @@ def resolve_variant(name: str, cfg: VariantConfig, root: Path) -> VariantSource:
     if cfg.method == "prompt":
         return VariantSource(name, cfg.method, "prompt", model_dir, base_dir=model_dir,
                              prompt_prefix=dict(cfg.prompt_prefix))
-    if (model_dir / "variant.json").is_file():
-        manifest = json.loads((model_dir / "variant.json").read_text(encoding="utf-8"))
-        if "base" not in manifest:
-            raise RegistryError(f"{model_dir / 'variant.json'}: no 'base' key naming the base model directory")
-        base = Path(manifest["base"])
-        base_dir = (base if base.is_absolute() else root / base).resolve()
-        return VariantSource(name, cfg.method, "overlay", model_dir, base_dir=base_dir)
-    if (model_dir / "config.json").is_file():
+    kind = variant_dir.kind(model_dir)
+    if kind == "overlay":
+        return VariantSource(name, cfg.method, "overlay", model_dir, base_dir=variant_dir.base_dir(model_dir, root))
+    if kind == "full":
         return VariantSource(name, cfg.method, "full", model_dir)
     raise RegistryError(
         f"variant {name!r}: {model_dir} is neither a model directory (config.json) nor an overlay (variant.json); "
         "run `dvc repro` to build it"
-    )
-
-
-def _model_files(directory: Path) -> list[Path]:
-    """The files that make up a model directory - the same set :func:`fingerprint_dir` hashes."""
-    return sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-        and p.name not in {"run.json", "README.md"}
-        and "checkpoint-" not in str(p.relative_to(directory))
     )
 
 
@@ -220,7 +162,7 @@ def pip_requirements(extra: tuple[str, ...] = ()) -> list[str]:
 
 
 def _copy_model_files(src: Path, dst: Path) -> None:
-    for file in _model_files(src):
+    for file in variant_dir.model_files(src):
         target = dst / file.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(file, target)
@@ -228,7 +170,7 @@ def _copy_model_files(src: Path, dst: Path) -> None:
 
 def _check_copy(src: Path, dst: Path, prefix: str = "") -> None:
     """Every model file of ``src`` is in ``dst`` (under ``prefix``) with identical bytes."""
-    for file in _model_files(src):
+    for file in variant_dir.model_files(src):
         rel = file.relative_to(src).as_posix()
         copy = dst / prefix / rel
         if not copy.is_file() or _sha256(copy) != _sha256(file):
@@ -441,8 +383,8 @@ def register_variants(
 
     with tracking.stage_run("register", tags={"registered_model": model_name}):
         for src in sources:
-            metrics_file = root / metrics_dir / f"{src.name}.json"
-            vm = read_metrics(metrics_file, src.name) if metrics_file.is_file() else None
+            metrics_path = root / metrics_dir / f"{src.name}.json"
+            vm = metrics_file.read(metrics_path, src.name) if metrics_path.is_file() else None
             chash = content_hash(src, flavor, serving_identity(serving))
             base_ref = _base_reference(src, full_by_dir, model_name)
             tags = {
@@ -453,7 +395,7 @@ def register_variants(
                 "model_fingerprint": (vm and vm.model_fingerprint) or fingerprint_dir(src.model_dir),
                 "model_dir": os.path.relpath(src.model_dir, root),
                 "evaluate_run_id": vm.run_id if vm else None,
-                "metrics": "present" if vm else f"missing ({metrics_file.name} not found)",
+                "metrics": "present" if vm else f"missing ({metrics_path.name} not found)",
                 "format": "prompt" if src.kind == "prompt" else ("artifacts" if src.kind == "overlay" else flavor),
                 **common,
                 **({"base_model": base_ref["model_uri"] or base_ref["base_dir"]} if base_ref else {}),
@@ -535,10 +477,8 @@ def _log_and_register(client: Any, model_name: str, src: VariantSource, flavor: 
 def write_register_json(result: dict[str, RegisteredVersion], model_name: str,
                         path: str | os.PathLike[str] = REGISTER_JSON) -> None:
     """``runs/register.json``: variant -> version, plus the details downstream stages may want."""
-    from biaslab.tracking import write_run_json
-
     newest = max(result.values(), key=lambda r: int(r.version)) if result else None
-    write_run_json(
+    run_file.write(
         path,
         model_name=model_name,
         versions={n: r.version for n, r in result.items()},
@@ -672,8 +612,8 @@ def find_variant_version(client: Any, model_name: str, variant: str, register_js
     """The registered version of ``variant``: from ``runs/register.json`` if present, else the newest tagged one."""
     from mlflow.exceptions import MlflowException
 
-    if register_json is not None and register_json.is_file():
-        version = json.loads(register_json.read_text(encoding="utf-8")).get("versions", {}).get(variant)
+    if register_json is not None:
+        version = run_file.registered_versions(register_json).get(variant)
         if version is not None:
             try:
                 mv = client.get_model_version(model_name, str(version))
@@ -708,8 +648,8 @@ def promote(
         known = ", ".join(params.variants)
         raise ConfigError(f"base variant {base_variant!r} is not in params.yaml variants ({known})")
     root = Path(root)
-    vm = read_metrics(root / metrics_dir / f"{variant}.json", variant)
-    bm = read_metrics(root / metrics_dir / f"{base_variant}.json", base_variant)
+    vm = metrics_file.read(root / metrics_dir / f"{variant}.json", variant)
+    bm = metrics_file.read(root / metrics_dir / f"{base_variant}.json", base_variant)
     model_name = params.registry.model_name
     client = _client()
     mv = find_variant_version(client, model_name, variant, root / register_json)

@@ -34,7 +34,9 @@ import pandas as pd
 from biaslab import paper_report
 from biaslab.atomic import atomic_dir, atomic_write_text
 from biaslab.config import Params
-from biaslab.registry import RegistryError, VariantMetrics, read_metrics
+from biaslab.outputs import metrics_file, paths, run_file
+from biaslab.outputs.metrics_file import VariantMetrics
+from biaslab.registry import RegistryError
 
 ARROWS = {"higher": "↑", "lower": "↓", "target": "◎"}
 
@@ -51,21 +53,20 @@ class ReportInputs:
 
 # --------------------------------------------------------------------------- inputs
 def load_inputs(params: Params, root: Path, metrics_dir: str = "metrics",
-                register_json: str = "runs/register.json") -> ReportInputs:
+                register_json: str | Path = paths.run_file("register")) -> ReportInputs:
     """Read every variant's metrics; a missing metrics file is an error naming it and the stage to run."""
     metrics, missing = {}, []
     for name in params.variants:
         path = root / metrics_dir / f"{name}.json"
         if path.is_file():
-            metrics[name] = read_metrics(path, name)
+            metrics[name] = metrics_file.read(path, name)
         else:
             missing.append(str(path))
     if missing:
         raise RegistryError(
             f"metrics missing for {len(missing)} variant(s): {', '.join(missing)}; run `dvc repro` (evaluate)"
         )
-    reg = root / register_json
-    versions = json.loads(reg.read_text(encoding="utf-8")).get("versions", {}) if reg.is_file() else {}
+    versions = run_file.registered_versions(root / register_json)
     methods = {n: v.method for n, v in params.variants.items()}
     return ReportInputs(metrics, methods, versions, describe_model_source(params))
 

@@ -9,7 +9,6 @@ MLflow connection and costs nothing to print again.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,15 +38,16 @@ class Summary:
 
 def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -> Summary:
     """Gather the summary from the pipeline's files under ``root``."""
-    from biaslab.registry import evaluate_gate, read_metrics
+    from biaslab.outputs import metrics_file, paths, run_file
+    from biaslab.registry import evaluate_gate
     from biaslab.report import describe_model_source
 
     root = Path(root)
     loaded = {}
     for name in params.variants:
-        path = root / "metrics" / f"{name}.json"
-        if path.is_file():
-            loaded[name] = read_metrics(path, name)
+        found = metrics_file.read_if_present(root, name)
+        if found is not None:
+            loaded[name] = found
     if base not in loaded:
         raise FileNotFoundError(f"metrics/{base}.json not found; run `dvc repro` first")
     table = compare({n: vm.metrics for n, vm in loaded.items()}, headline_metrics(params.evaluation.benchmarks), base)
@@ -58,9 +58,8 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
         results = evaluate_gate(list(params.registry.gate), vm, loaded[base])
         gate.append(GateLine(name, bool(results) and all(r.passed for r in results),
                              [f"{r.metric}: {r.reason}" for r in results if not r.passed]))
-    register = root / "runs" / "register.json"
-    versions = json.loads(register.read_text(encoding="utf-8")).get("versions", {}) if register.is_file() else {}
-    return Summary(describe_model_source(params), table, gate, {k: str(v) for k, v in versions.items()},
+    versions = run_file.registered_versions(root / paths.run_file("register"))
+    return Summary(describe_model_source(params), table, gate, versions,
                    params.registry.model_name, [n for n in params.variants if n not in loaded])
 
 

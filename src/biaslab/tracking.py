@@ -6,7 +6,7 @@ trials as nested runs. Every run is tagged with the git commit, the stage, the v
 known) the model fingerprint; a run whose body raises is marked ``FAILED``, never ``FINISHED``.
 
 Because a stage that DVC skips runs no code, each stage also writes a small ``run.json``
-(:func:`write_run_json`) that downstream stages read to find the run and model it produced.
+(:mod:`biaslab.outputs.run_file`) that downstream stages read to find the run and model it produced.
 
 The bare SQLite file serialises writers: it is for one pipeline on one machine. Parallel workers
 (Optuna on several machines, concurrent stages) should point ``MLFLOW_TRACKING_URI`` (or params
@@ -290,17 +290,3 @@ def log_datasets(datasets: Iterable[Any]) -> None:
 def active_run_id() -> str | None:
     run = _mlflow().active_run()
     return run.info.run_id if run else None
-
-
-def write_run_json(path: str | os.PathLike[str], **fields: Any) -> None:
-    """Write ``run.json`` atomically (temp file + rename): run id, model URI, anything downstream needs."""
-    from biaslab.atomic import atomic_write_text
-
-    atomic_write_text(path, json.dumps(fields, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def read_run_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise MissingInputError(f"{path}: run.json not found; run the stage that produces it (dvc repro)")
-    return json.loads(path.read_text(encoding="utf-8"))

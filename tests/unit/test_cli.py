@@ -12,12 +12,14 @@ import yaml
 from typer.testing import CliRunner
 
 from biaslab.cli import EXIT_ERROR, EXIT_REFUSED, app
+from biaslab.metrics.values import MetricValue
+from biaslab.outputs import metrics_file
 
 runner = CliRunner()
 
 
 def metric(value, lo, hi, direction="lower", ideal=0.0):
-    return {"value": value, "direction": direction, "ideal": ideal, "ci_low": lo, "ci_high": hi, "n": 40}
+    return MetricValue(value, direction, ideal=ideal, ci_low=lo, ci_high=hi, n=40)
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +36,9 @@ def project(tmp_path_factory):
         model.mkdir(parents=True)
         (model / "config.json").write_text(json.dumps({"model_type": "llama", "name": name}))
         (model / "model.safetensors").write_bytes(name.encode() * 100)
-        (root / "metrics").mkdir(exist_ok=True)
-        (root / "metrics" / f"{name}.json").write_text(json.dumps({
-            "variant": name, "model_dir": f"models/{name}", "run_id": "r",
-            "metrics": {"gbem_ua/qa_diff_fem": metric(*qa_diff),
-                        "gbem_ua/qa_f1_man_nofem": metric(0.7, 0.65, 0.75, "higher", 1.0)},
-        }))
+        metrics_file.write(root, name, {"gbem_ua/qa_diff_fem": metric(*qa_diff),
+                                        "gbem_ua/qa_f1_man_nofem": metric(0.7, 0.65, 0.75, "higher", 1.0)},
+                           model_dir=f"models/{name}", run_id="r")
     (root / "params.yaml").write_text(yaml.safe_dump({
         "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
                      for n in ("base", "worse", "good")},

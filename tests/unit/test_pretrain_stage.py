@@ -7,7 +7,7 @@ import json
 import pytest
 
 from biaslab.config import Params
-from biaslab.models import fingerprint_dir
+from biaslab.outputs.variant_dir import fingerprint_dir
 from biaslab.pretrain.corpus import write_corpus
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from biaslab.config import Params
+from biaslab.metrics.values import MetricValue
+from biaslab.outputs import metrics_file, variant_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -21,23 +23,15 @@ PREFIX = {"uk": "Не будь упередженим до статі.", "en": "
 
 
 def metric(value, lo, hi, direction="lower", ideal=0.0):
-    return {"value": value, "direction": direction, "ideal": ideal, "ci_low": lo, "ci_high": hi, "n": 100}
+    return MetricValue(value, direction, ideal=ideal, ci_low=lo, ci_high=hi, n=100)
 
 
 def write_metrics(root: Path, variant: str, qa_diff, f1, fingerprint=None):
-    (root / "metrics").mkdir(exist_ok=True)
-    body = {
-        "variant": variant,
-        "model_fingerprint": fingerprint,
-        "model_dir": f"models/{variant}",
-        "run_id": f"run-{variant}",
-        "metrics": {
-            "gbem_ua/qa_diff_fem": metric(*qa_diff),
-            "gbem_ua/qa_f1_man_nofem": metric(*f1, direction="higher", ideal=1.0),
-            "crows_pairs/pct_stereotype": metric(0.6, 0.55, 0.65, direction="target", ideal=0.5),  # not gated
-        },
-    }
-    (root / "metrics" / f"{variant}.json").write_text(json.dumps(body), encoding="utf-8")
+    metrics_file.write(root, variant, {
+        "gbem_ua/qa_diff_fem": metric(*qa_diff),
+        "gbem_ua/qa_f1_man_nofem": metric(*f1, direction="higher", ideal=1.0),
+        "crows_pairs/pct_stereotype": metric(0.6, 0.55, 0.65, direction="target", ideal=0.5),  # not gated
+    }, model_fingerprint=fingerprint, model_dir=f"models/{variant}", run_id=f"run-{variant}")
 
 
 def build_project(root: Path, tokenizer, model, *, with_lora: bool = True) -> Params:
@@ -67,7 +61,7 @@ def build_project(root: Path, tokenizer, model, *, with_lora: bool = True) -> Pa
         (lora_dir / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2}))
         save_file({"lora_A.weight": torch.ones(2, 32), "lora_B.weight": torch.zeros(32, 2)},
                   str(lora_dir / "adapter_model.safetensors"))
-        (lora_dir / "variant.json").write_text(json.dumps({"base": "models/base", "method": "lora"}))
+        variant_dir.write_manifest(lora_dir, base="models/base", method="lora")
         (lora_dir / "checkpoint-5").mkdir()
         (lora_dir / "checkpoint-5" / "optimizer.pt").write_bytes(b"resume state, never registered")
         variants["lora"] = {"method": "lora", "model_dir": "models/lora"}

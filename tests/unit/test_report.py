@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from biaslab.config import Params
+from biaslab.outputs import metrics_file
 
 VARIANTS = {"base": "none", "prompt": "prompt", "lora": "lora"}
 
@@ -36,11 +37,9 @@ def fake_metrics(shift: float) -> dict:
 @pytest.fixture
 def project(tmp_path: Path) -> tuple[Path, Params]:
     for i, variant in enumerate(VARIANTS):
-        (tmp_path / "metrics").mkdir(exist_ok=True)
-        (tmp_path / "metrics" / f"{variant}.json").write_text(json.dumps({
-            "variant": variant, "metrics": fake_metrics(0.05 * i), "model_fingerprint": f"fp{i}",
-            "model_dir": f"models/{variant}", "run_id": f"r{i}",
-        }))
+        records = {name: metrics_file.metric_from_record(record) for name, record in fake_metrics(0.05 * i).items()}
+        metrics_file.write(tmp_path, variant, records, model_fingerprint=f"fp{i}", model_dir=f"models/{variant}",
+                           run_id=f"r{i}")
         tables = tmp_path / "reports" / "tables" / variant
         tables.mkdir(parents=True)
         pd.DataFrame({"P(male)": [0.5, 0.6]}, index=["explicit", "implicit"]).to_csv(tables / "occugender__table3.csv")

@@ -37,6 +37,7 @@ from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
 from biaslab.errors import MissingInputError
 from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, plan_training
+from biaslab.outputs import variant_dir
 
 # LoraConfig fields that change what is learned; the rest (save/log cadence) may change between resumes
 TRAINING_KEYS = (
@@ -308,15 +309,10 @@ def finetune(
     with atomic_dir(output_dir) as tmp:
         outcome.model.save_pretrained(str(tmp), safe_serialization=True)
         canonicalise_adapter_config(tmp / "adapter_config.json")
-        manifest = {
-            "base": str(base_ref if base_ref is not None else base_dir),
-            "method": "lora",
-            "hyperparameters": hp,
-            "training": plan.describe(),
-            "base_fingerprint": loaded.fingerprint,
-            "train_examples": len(train),
-            "global_step": outcome.global_step,
-        }
-        (tmp / "variant.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        variant_dir.write_manifest(
+            tmp, base=str(base_ref if base_ref is not None else base_dir), method="lora", hyperparameters=hp,
+            training=plan.describe(), base_fingerprint=loaded.fingerprint, train_examples=len(train),
+            global_step=outcome.global_step,
+        )
     return FinetuneResult(Path(output_dir), outcome.global_step, outcome.resumed_from, len(train), hp,
                           outcome.train_loss, outcome.seconds_per_step, plan.describe())

@@ -432,7 +432,7 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     from optuna.trial import TrialState
 
     from biaslab.mitigation.sft_sources import training_set
-    from biaslab.models import fingerprint_dir
+    from biaslab.outputs.variant_dir import fingerprint_dir
 
     root = Path(root)
     plan = plan_training(lora)  # fails here, before any trial, when the machine cannot run the LoRA options

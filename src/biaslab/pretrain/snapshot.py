@@ -65,7 +65,8 @@ def snapshot_model(cfg: ModelConfig, out_dir: str | os.PathLike[str]) -> dict[st
     import torch
     from transformers import AutoTokenizer
 
-    from biaslab.models import ModelLoadError, check_safe, fingerprint_dir
+    from biaslab.models import ModelLoadError, check_safe
+    from biaslab.outputs.variant_dir import fingerprint_dir
     from biaslab.weights.convert import convert_weights, dtype_name, set_config_dtype
     from biaslab.weights.index import SafetensorsIndex, weight_files
     from biaslab.weights.layout import model_layout

@@ -15,8 +15,9 @@ from typing import Any
 from biaslab import tracking
 from biaslab.atomic import atomic_dir, remove_outputs
 from biaslab.config import Params
+from biaslab.outputs import paths, run_file
 
-RUN_JSON = Path("runs/base_model.json")
+RUN_JSON = paths.run_file("base_model")
 
 
 def default_threads(num_threads: int | None) -> int:
@@ -58,7 +59,7 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
         tracking.set_tags({"model_fingerprint": fingerprint, "model_source": params.model.source or "pretrained-here",
                            "model_commit": summary.get("resolved_commit") or "none"})
         tracking.log_dict(summary, "base_model_summary.json")
-        tracking.write_run_json(
+        run_file.write(
             run_json, run_id=run.info.run_id, model_uri=str(params.model.output_dir), fingerprint=fingerprint,
             source=params.model.source or "trained",
         )
@@ -66,7 +67,7 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
 
 
 def _fingerprint(out_dir: Path) -> str:
-    from biaslab.models import fingerprint_dir
+    from biaslab.outputs.variant_dir import fingerprint_dir
 
     return fingerprint_dir(out_dir)
 

@@ -26,6 +26,7 @@ from biaslab.mitigation.embedding.coverage import edit_coverage
 from biaslab.mitigation.embedding.subspace import gender_subspace
 from biaslab.mitigation.embedding.targets import build_targets
 from biaslab.mitigation.embedding.words import WordEncoder
+from biaslab.outputs import variant_dir
 
 REPORT_FILE = "edit_report.json"
 
@@ -99,8 +100,7 @@ def fit_embedding_variant(
             report |= edit_checkpoint(base_dir, tmp, layout, basis, tokens.row_ids)
         elif apply == "hook":
             save_hook(tmp, basis, tokens.sequences, tokens.row_ids, len(tokenizer))
-            manifest = {"base": base_ref, "method": "embedding", "mode": mode, "apply": "hook"}
-            (tmp / "variant.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            variant_dir.write_manifest(tmp, base=base_ref, method="embedding", mode=mode, apply="hook")
         else:
             raise ValueError(f"embedding_apply must be 'checkpoint' or 'hook', got {apply!r}")
         (tmp / "target_words.json").write_text(json.dumps(words, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
