@@ -8,7 +8,6 @@ edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow r
 
 import argparse
 import sys
-from pathlib import Path
 
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params

@@ -16,7 +16,6 @@ The bare SQLite file serialises writers: it is for one pipeline on one machine. 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import subprocess
@@ -25,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from biaslab.config import TrackingConfig
-from biaslab.errors import MissingInputError
 from biaslab.metrics.values import MetricValue
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
