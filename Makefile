@@ -1,12 +1,13 @@
 # biaslab - the two commands of the README, plus helpers.
 #   make run   create .venv if missing, install, dvc repro
 #   make test  the test suite (what CI runs); installs Debian's postgresql first when missing (see postgres-server)
+#   make test-fast  the unit and pipeline layers only (no MLflow store, no subprocess stages): the inner loop
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench bench-precision gpu-smoke lock install clean-outputs ui postgres-server
+.PHONY: run test test-fast bench bench-precision gpu-smoke lock install clean-outputs ui postgres-server
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +21,9 @@ install: $(STAMP)
 run: $(STAMP)
 	@test -d .dvc || $(BIN)/dvc init -q
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/unit tests/pipeline -q
 
 test: $(STAMP) postgres-server
 	@$(BIN)/python -m pytest -q; status=$$?; \
