@@ -49,7 +49,7 @@ DYNAMIC_IMPORTS: dict[str, Callable[[], set[str]]] = {
     "biaslab.evaluation": _benchmark_modules,  # load_benchmark(): evaluation.benchmarks.<name>.module
     "biaslab.data.sources": _derived_file_converters,  # DerivedFile.convert = "<module>:<function>"
     "biaslab.comparison": _benchmark_modules,  # the benchmarks' paper tables, named in params
-    "biaslab.registry": set,  # transformers' pipeline classes, named by transformers: none of ours
+    "biaslab.registry.package": set,  # transformers' pipeline classes, named by transformers: none of ours
 }
 """Modules that import other modules by name, and the names they can import."""
 

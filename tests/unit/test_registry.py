@@ -175,7 +175,7 @@ def test_incomplete_upload_is_not_registered(project, monkeypatch):
     def manifest_with_extra_file(directory):
         return {**real_manifest(directory), "never_uploaded.bin": (3, "0" * 64)}
 
-    monkeypatch.setattr(registry, "file_manifest", manifest_with_extra_file)
+    monkeypatch.setattr(registry.register, "file_manifest", manifest_with_extra_file)  # what register uploads
     with pytest.raises(registry.RegistryError, match="incomplete.*never_uploaded"):
         registry.register_variants(params, root, flavor="artifacts", variants=["base"])
     assert MlflowClient().search_model_versions(f"name = '{params.registry.model_name}'") == []

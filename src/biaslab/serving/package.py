@@ -1,6 +1,6 @@
 """Make a version's package a ``python_function`` model: ``MLmodel``, environment files, the ``biaslab`` flavour.
 
-The register stage builds a package per variant (:func:`biaslab.registry.package_variant`); this module
+The register stage builds a package per variant (:func:`biaslab.registry.package.package_variant`); this module
 adds what ``mlflow.pyfunc.load_model`` needs, without touching the model files already there:
 
 * ``MLmodel`` - flavour ``python_function`` with ``loader_module: biaslab.serving.loader`` (the contract of
@@ -120,7 +120,7 @@ def _model_kind(checkpoint: Path, settings: ServingSettings) -> str:
 
 def package_servable(package: str | Path, src: Any, *, flavor: str, base_reference: dict[str, Any] | None,
                      model_name: str, settings: ServingSettings, prompt_prefix: dict[str, str]) -> None:
-    """Make the package of a :class:`biaslab.registry.VariantSource` servable (called by the register stage).
+    """Make the package of a :class:`biaslab.registry.sources.VariantSource` servable (called by the register stage).
 
     A full model's checkpoint is ``model/`` in the transformers layout and the package root in a byte copy
     (``flavor="artifacts"``); an overlay or prompt version pins its base's registered version.

@@ -1,0 +1,116 @@
+"""The promotion gate: each ``registry.gate`` condition of ``params.yaml`` checked against the base's
+metrics and CIs. Pure functions of two metrics files (no MLflow)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from biaslab.config import GateCondition
+from biaslab.metrics.values import MetricValue
+from biaslab.outputs.metrics_file import VariantMetrics
+
+
+@dataclass
+class ConditionResult:
+    """One gate condition, evaluated: the numbers, the verdict, and why."""
+
+    metric: str
+    rule: str
+    tolerance: float
+    variant_value: float | None
+    variant_ci: tuple[float, float] | None
+    base_value: float | None
+    base_ci: tuple[float, float] | None
+    direction: str | None
+    passed: bool
+    reason: str
+
+
+def _ci(mv: MetricValue) -> tuple[float, float] | None:
+    if mv.ci_low is None or mv.ci_high is None or not (math.isfinite(mv.ci_low) and math.isfinite(mv.ci_high)):
+        return None
+    return (float(mv.ci_low), float(mv.ci_high))
+
+
+def _distance_interval(ci: tuple[float, float], ideal: float) -> tuple[float, float]:
+    """The interval of |x - ideal| for x in ``ci``: [0, far] when ``ideal`` lies inside the CI."""
+    lo, hi = ci
+    near, far = sorted((abs(lo - ideal), abs(hi - ideal)))
+    return (0.0, far) if lo <= ideal <= hi else (near, far)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def check_condition(cond: GateCondition, variant: MetricValue | None, base: MetricValue | None) -> ConditionResult:
+    """Evaluate one condition. Rules (``t`` = ``tolerance``, ``v`` variant, ``b`` base):
+
+    * ``better_than_base_beyond_ci`` - better in the metric's direction *and* the CIs are disjoint by
+      more than ``t``: ``higher``: v.ci_low - b.ci_high > t; ``lower``: b.ci_low - v.ci_high > t;
+      ``target``: with d(CI) the interval of |x - ideal| over the CI (``[0, far]`` if the CI contains
+      the ideal), b.d_low - v.d_high > t. Fails when either CI is missing.
+    * ``not_worse_than_base_minus`` - ``higher``: v >= b - t; ``lower``: v <= b + t;
+      ``target``: |v - ideal| <= |b - ideal| + t.
+    * ``at_most`` / ``at_least`` - v <= t / v >= t (``tolerance`` is the threshold; no base needed).
+    """
+    rule, t = cond.rule, cond.tolerance
+
+    def result(passed: bool, reason: str) -> ConditionResult:
+        return ConditionResult(
+            metric=cond.metric, rule=rule, tolerance=t,
+            variant_value=variant.value if variant else None, variant_ci=_ci(variant) if variant else None,
+            base_value=base.value if base else None, base_ci=_ci(base) if base else None,
+            direction=variant.direction if variant else (base.direction if base else None),
+            passed=passed, reason=reason,
+        )
+
+    if variant is None or not math.isfinite(variant.value):
+        return result(False, "metric missing or not computed for the variant")
+    v = variant.value
+    if rule == "at_most":
+        return result(v <= t, f"{_fmt(v)} {'<=' if v <= t else '>'} {_fmt(t)}")
+    if rule == "at_least":
+        return result(v >= t, f"{_fmt(v)} {'>=' if v >= t else '<'} {_fmt(t)}")
+    if base is None or not math.isfinite(base.value):
+        return result(False, "metric missing or not computed for the base")
+    b, direction = base.value, variant.direction
+    ideal = variant.ideal if variant.ideal is not None else (base.ideal if base.ideal is not None else 0.0)
+
+    if rule == "not_worse_than_base_minus":
+        if direction == "higher":
+            ok, why = v >= b - t, f"{_fmt(v)} vs base - tol = {_fmt(b - t)} (higher is better)"
+        elif direction == "lower":
+            ok, why = v <= b + t, f"{_fmt(v)} vs base + tol = {_fmt(b + t)} (lower is better)"
+        else:
+            dv, db = abs(v - ideal), abs(b - ideal)
+            ok, why = dv <= db + t, f"|v-ideal| = {_fmt(dv)} vs |base-ideal| + tol = {_fmt(db + t)}"
+        return result(ok, ("ok: " if ok else "worse than allowed: ") + why)
+
+    # better_than_base_beyond_ci
+    vci, bci = _ci(variant), _ci(base)
+    if vci is None or bci is None:
+        return result(False, "no confidence interval for the " + ("variant" if vci is None else "base")
+                      + "; cannot claim an improvement beyond the CI")
+    if direction == "higher":
+        gap, how = vci[0] - bci[1], f"variant ci_low {_fmt(vci[0])} vs base ci_high {_fmt(bci[1])}"
+    elif direction == "lower":
+        gap, how = bci[0] - vci[1], f"variant ci_high {_fmt(vci[1])} vs base ci_low {_fmt(bci[0])}"
+    else:
+        dv, db = _distance_interval(vci, ideal), _distance_interval(bci, ideal)
+        gap = db[0] - dv[1]
+        how = f"variant |x-{ideal:g}| <= {_fmt(dv[1])} vs base |x-{ideal:g}| >= {_fmt(db[0])}"
+    if gap > t:
+        return result(True, f"better beyond CI: {how}")
+    if (direction == "higher" and v <= b) or (direction == "lower" and v >= b) or (
+        direction == "target" and abs(v - ideal) >= abs(b - ideal)
+    ):
+        return result(False, f"not better than base ({_fmt(v)} vs {_fmt(b)}, {direction} is better)")
+    return result(False, f"CIs overlap: {how}" + (f" (margin {_fmt(t)} required)" if t else ""))
+
+
+def evaluate_gate(conditions: list[GateCondition], variant: VariantMetrics,
+                  base: VariantMetrics) -> list[ConditionResult]:
+    """Every condition of ``registry.gate`` for ``variant`` against ``base``."""
+    return [check_condition(c, variant.metrics.get(c.metric), base.metrics.get(c.metric)) for c in conditions]
