@@ -357,3 +357,34 @@ def test_scoring_settings_recorded_at_registration_are_the_served_ones(registere
     auto = [s.logprob for s in make_scorer(loaded, params.scoring).loglikelihood(requests)]
     assert list(served["logprob"]) == pytest.approx(bos, abs=1e-5)
     assert bos != pytest.approx(auto, abs=1e-4)
+
+
+def test_a_full_package_loads_without_a_registry_and_honours_the_device_map(tmp_path, tiny_tokenizer, tiny_causal_model,
+                                                                             monkeypatch):
+    """The loader needs only the package for a full model; ``model.device_map`` goes to the model loader."""
+    import shutil
+
+    from biaslab import models
+    from biaslab.models import load_model, make_scorer
+    from biaslab.registry import VariantSource
+    from biaslab.scoring.requests import Request
+    from biaslab.serving.loader import load_served_variant
+    from biaslab.serving.package import package_servable
+    from biaslab.serving.settings import ServingSettings
+
+    checkpoint = tmp_path / "checkpoint"
+    tiny_causal_model.save_pretrained(checkpoint)
+    tiny_tokenizer.save_pretrained(checkpoint)
+    package = tmp_path / "package"
+    shutil.copytree(checkpoint, package)
+    src = VariantSource("base", "none", "full", checkpoint)
+    package_servable(package, src, flavor="artifacts", base_reference=None, model_name=MODEL,
+                     settings=ServingSettings(device_map="cpu"), prompt_prefix={})
+    calls = []
+    monkeypatch.setattr(models, "load_model", lambda *a, **kw: calls.append(kw) or load_model(*a, **kw))
+    served = load_served_variant(package)
+    assert calls[0]["device_map"] == "cpu" and calls[0]["dtype"] == "float32"
+    rows = served.predict([{"context": c, "continuation": x} for c, x in LOGLIKELIHOOD])
+    reference = make_scorer(load_model(checkpoint, dtype="float32")).loglikelihood(
+        [Request(c, x) for c, x in LOGLIKELIHOOD])
+    assert list(rows["logprob"]) == pytest.approx([s.logprob for s in reference], abs=1e-5)

@@ -8,7 +8,7 @@ MLflow calls :func:`_load_pyfunc` with the version's local directory. The ``bias
   adapter and/or embedding hook (:func:`biaslab.models.apply_overlay`);
 * ``prompt``  - the pinned base version; the prefixes are applied per request by :mod:`.predictor`.
 
-The compute device/dtype follow ``scoring.dtype`` as in evaluation (:func:`biaslab.scoring.device.resolve_placement`:
+The compute device/dtype follow ``scoring.dtype`` (and ``model.device_map``) as in evaluation (:func:`biaslab.scoring.device.resolve_placement`:
 a CUDA GPU when there is one, else the CPU in float32); the stored files are never changed.
 """
 
@@ -67,10 +67,11 @@ def load_served_variant(path: str | Path) -> ServedVariant:
         raise ServingError(f"{path}: unknown variant kind {kind!r} in the biaslab flavour")
     device, dtype = resolve_placement("auto", settings.dtype)
     loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=settings.trust_remote_code,
-                        allow_pickle=settings.allow_pickle, dtype=dtype)
+                        allow_pickle=settings.allow_pickle, dtype=dtype, device_map=settings.device_map)
     if kind == "overlay":
         loaded = apply_overlay(loaded, path)
-    loaded.model.to(device)
+    if settings.device_map is None:  # with a device map, accelerate has placed the layers already
+        loaded.model.to(device)
     scorer = make_scorer(loaded, settings, prompt_format=settings.prompt_format)
     return ServedVariant(scorer, variant=conf.get("variant", ""), method=conf.get("method", ""), kind=kind,
                          prefixes=conf.get("prompt_prefix") or {})

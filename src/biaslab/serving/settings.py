@@ -2,9 +2,10 @@
 
 A served log-likelihood must equal the one the benchmarks computed, so the settings that change the
 numbers - BOS (``scoring.add_bos``), prompt format (``evaluation.prompt_format``), compute dtype
-(``scoring.dtype``) - and the loading options (``model.kind``, ``trust_remote_code``, ``allow_pickle``)
-are recorded in the version's ``MLmodel`` (the ``biaslab`` flavour) when it is registered, and read back
-by the loader. Batching settings only change speed (batched == unbatched) but are kept as well.
+(``scoring.dtype``) - and the loading options (``model.kind``, ``trust_remote_code``, ``allow_pickle``,
+``model.device_map`` for a model too big for one GPU) are recorded in the version's ``MLmodel`` (the
+``biaslab`` flavour) when it is registered, and read back by the loader. Batching settings only change
+speed (batched == unbatched) but are kept as well.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ServingSettings:
     prompt_format: str = "raw"  # evaluation.prompt_format
     batch_size: int | str = "auto"
     max_batch_tokens: int = 1024
+    device_map: str | dict[str, Any] | None = None  # model.device_map: accelerate placement of a big model
 
     @classmethod
     def from_params(cls, params: Any) -> "ServingSettings":
@@ -38,6 +40,7 @@ class ServingSettings:
             prompt_format=params.evaluation.prompt_format,
             batch_size=params.scoring.batch_size,
             max_batch_tokens=params.scoring.max_batch_tokens,
+            device_map=params.model.device_map,
         )
 
     def to_dict(self) -> dict[str, Any]:
