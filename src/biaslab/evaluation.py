@@ -78,6 +78,21 @@ def load_benchmark(name: str, module: str) -> Benchmark:
     return benchmark
 
 
+def evaluation_datasets(benchmarks: dict[str, Any], prepared_dir: Path) -> list[Any]:
+    """The prepared files the enabled benchmarks read (each ``BENCHMARK.prepared_files``), as lineage refs
+    with DVC's digests: the evaluate run logs them as its MLflow dataset inputs (context ``eval``)."""
+    from biaslab import lineage
+
+    refs: dict[str, Any] = {}
+    for name, entry in benchmarks.items():
+        if not entry.enabled:
+            continue
+        for filename in getattr(load_benchmark(name, entry.module), "prepared_files", ()):
+            if filename not in refs and (Path(prepared_dir) / filename).is_file():  # optional tables may be absent
+                refs[filename] = lineage.prepared_file(prepared_dir, filename, "eval")
+    return list(refs.values())
+
+
 def set_threads(num_threads: int | None) -> int:
     """Use one intra-op thread per physical core by default (hyper-threads slow GEMMs down)."""
     import torch
@@ -173,6 +188,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
             "prompt_format": params.evaluation.prompt_format,
             "benchmarks": {k: v.model_dump() for k, v in params.evaluation.benchmarks.items()}},
             "scoring": params.scoring.model_dump(), "threads": threads})
+        tracking.log_datasets(evaluation_datasets(params.evaluation.benchmarks, prepared))
         timings: dict[str, float] = {}
         for name, entry in params.evaluation.benchmarks.items():
             if not entry.enabled:

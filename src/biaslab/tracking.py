@@ -275,7 +275,9 @@ def log_datasets(datasets: Iterable[Any]) -> None:
                 warnings.simplefilter("ignore")
                 source = resolve_dataset_source(ref.source)
         if ref.frame is not None:
-            dataset = mlflow.data.from_pandas(ref.frame, source=source, name=ref.name, digest=ref.digest)
+            with warnings.catch_warnings():  # schema inference's hint about integer columns is for model inputs
+                warnings.simplefilter("ignore", UserWarning)
+                dataset = mlflow.data.from_pandas(ref.frame, source=source, name=ref.name, digest=ref.digest)
         else:
             dataset = MetaDataset(source, name=ref.name, digest=ref.digest)
         logged.append(dataset)

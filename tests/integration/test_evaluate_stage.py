@@ -97,6 +97,16 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
     assert any(k.startswith("direction.") for k in run.data.tags)
     logged = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"predictions", "summary.md"} <= logged
+    # data lineage: each prepared file the benchmarks read is a dataset input with DVC's digest, context eval
+    from biaslab import lineage
+
+    inputs = {i.dataset.name: i for i in client.get_run(run.info.run_id).inputs.dataset_inputs}
+    prepared = root / params.data.prepared_dir
+    assert {"gbem_ua", "occugender_jobs", "crows_pairs", "rubia", "genderlex"} <= set(inputs)
+    for name, logged_input in inputs.items():
+        file = next(prepared.glob(f"{name}.*"))
+        assert logged_input.dataset.digest == lineage.dvc_digest(file)
+        assert {t.key: t.value for t in logged_input.tags}["mlflow.data.context"] == "eval"
 
 
 def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):
