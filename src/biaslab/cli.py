@@ -9,8 +9,9 @@
     biaslab promote lora             # gate -> alias `champion`, or refusal with reasons (exit 1)
     biaslab ui                       # MLflow UI on the run store; prints the address of the runs table
     biaslab serve champion           # `mlflow models serve` of a registered version (variant, version or alias)
+    biaslab team setup --user worker --role worker --password-env WORKER_PASSWORD   # admin, on a team server
 
-Run from the project root (or pass ``--root``). Only ``promote`` talks to MLflow; nothing heavy is
+Run from the project root (or pass ``--root``). Only ``promote`` and ``team`` talk to MLflow; nothing heavy is
 imported until a command runs, so ``biaslab --help`` is instant.
 """
 
@@ -27,6 +28,9 @@ app = typer.Typer(help="biaslab: measure and mitigate gender bias in language mo
 PARAMS_OPT = typer.Option("params.yaml", "--params", help="params file (relative to --root)")
 ROOT_OPT = typer.Option(".", "--root", help="project root holding metrics/, runs/ and mlruns/")
 EXIT_REFUSED, EXIT_ERROR = 1, 2
+team_app = typer.Typer(help="The team server: shared resources, users and their roles (run as MLflow's admin).",
+                       no_args_is_help=True)
+app.add_typer(team_app, name="team")
 
 
 def _console(stderr: bool = False):
@@ -234,23 +238,35 @@ def check_reproduction(
 
 @app.command()
 def promote(
-    variant: str = typer.Argument(..., help="variant to promote (a name from params.yaml `variants`)"),
+    variant: str = typer.Argument(None, help="variant to promote (a name from params.yaml `variants`)"),
     base: str = typer.Option("base", "--base", help="variant the gate compares against"),
+    verify: bool = typer.Option(False, "--verify", help="promote nothing: check that the current champion has "
+                                                        "an approving gate record (exit 1 if not)"),
     params_file: str = PARAMS_OPT,
     root: Path = ROOT_OPT,
 ) -> None:
-    """Gate VARIANT against the base: pass -> alias `champion`; fail -> refused with reasons (exit 1)."""
+    """Gate VARIANT against the base: pass -> alias `champion`; fail -> refused with reasons (exit 1).
+
+    With --verify: show the current champion's gate record and flag a champion without one (exit 1)."""
     from rich.table import Table
 
-    from biaslab import registry, tracking
+    from biaslab import access, registry, tracking
     from biaslab.errors import BiaslabError
 
     params = _load(root, params_file)
+    if verify:
+        if variant is not None:
+            _fail("--verify checks the current champion; give no variant")
+        _verify_champion(params, root)
+        return
+    if variant is None:
+        _fail("name the variant to promote (or pass --verify)")
     try:
         params.variant(variant)
         tracking.configure(params.tracking, root=root)
-        decision = registry.promote(params, variant, root, base_variant=base)
-    except BiaslabError as exc:
+        with access.refusals():
+            decision = registry.promote(params, variant, root, base_variant=base)
+    except (BiaslabError, access.AccessDenied) as exc:
         _fail(str(exc))
 
     table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}")
@@ -269,7 +285,8 @@ def promote(
         return
     failed = [r.metric for r in decision.results if not r.passed]
     console.print(f"[red]refused:[/] {variant} failed {', '.join(failed)}; "
-                  f"the decision is recorded as promotion.* tags on version {decision.version}")
+                  f"the decision is recorded in experiment {params.registry.promotions_experiment!r} and as "
+                  f"promotion.* tags on version {decision.version}")
     raise typer.Exit(EXIT_REFUSED)
 
 
@@ -348,6 +365,91 @@ def serve(
     if print_only:
         return
     raise typer.Exit(subprocess.call(command, env=env, cwd=os.fspath(root)))
+
+
+def _verify_champion(params, root: Path) -> None:
+    """``biaslab promote --verify``: the champion, its newest gate record, and what is wrong with it."""
+    from mlflow import MlflowClient
+
+    from biaslab import access, promotions, tracking
+    from biaslab.config import ConfigError
+
+    try:
+        uri = tracking.resolve_tracking_uri(params.tracking, root)
+        with access.refusals(uri):
+            check = promotions.verify_champion(MlflowClient(uri), params)
+    except (ConfigError, access.AccessDenied) as exc:
+        _fail(str(exc))
+    console = _console()
+    if check.version is None:
+        console.print(f"{check.model_name}: no @{promotions.CHAMPION} alias; nothing to verify")
+        return
+    record = (f"run {check.record_run_id}: {check.record_decision} at {check.record_time}"
+              + (f" by {check.record_user}" if check.record_user else "")) if check.record_run_id else "none"
+    console.print(f"{check.model_name}@{promotions.CHAMPION} = version {check.version} "
+                  f"(variant {check.variant or '?'}); gate record: {record}")
+    if check.ok:
+        console.print("[green]verified:[/] the champion is a version the promotion gate approved")
+        return
+    for problem in check.problems:
+        console.print(f"[red]FLAGGED:[/] {problem}")
+    console.print("the champion was not set by the gate; re-run `biaslab promote <variant>` as the promoter")
+    raise typer.Exit(EXIT_REFUSED)
+
+
+@team_app.command("setup")
+def team_setup(
+    user: str = typer.Option(None, "--user", help="also create this MLflow user (if missing) and give it --role"),
+    role: str = typer.Option(None, "--role", help="worker (logs runs, registers versions) or promoter "
+                                                  "(runs `biaslab promote`)"),
+    password_env: str = typer.Option(None, "--password-env", metavar="VAR",
+                                     help="environment variable holding the new user's password "
+                                          "(never on the command line)"),
+    params_file: str = PARAMS_OPT,
+    root: Path = ROOT_OPT,
+) -> None:
+    """As MLflow's admin: create the experiment, the promotions experiment and the registered model of
+    params.yaml on the tracking server (before any worker does), and optionally a user with a role."""
+    import os
+
+    from mlflow import MlflowClient
+    from rich.table import Table
+
+    from biaslab import access, team, tracking
+    from biaslab.config import ConfigError
+
+    params = _load(root, params_file)
+    if (user is None) != (role is None):
+        _fail("give --user and --role together")
+    try:
+        tracking_uri = tracking.resolve_tracking_uri(params.tracking, root)
+        if not tracking_uri.startswith(("http://", "https://")):
+            raise ConfigError(f"team setup needs a tracking server, not {tracking_uri!r}: set MLFLOW_TRACKING_URI "
+                              "to its http(s):// address (and MLFLOW_TRACKING_USERNAME/PASSWORD to the admin's)")
+        password = os.environ.get(password_env) if password_env else None
+        if password_env and not password:
+            raise ConfigError(f"--password-env {password_env}: that environment variable is empty or not set")
+        with access.refusals(tracking_uri):
+            access.name_resources(experiment=params.tracking.experiment, registered_model=params.registry.model_name)
+            resources = team.create_resources(MlflowClient(tracking_uri), params)
+            rows = []
+            if user is not None:
+                auth = team.auth_client(tracking_uri)
+                created = team.ensure_user(auth, user, password)
+                rows = team.grant_role(auth, user, role, resources)
+    except (ConfigError, access.AccessDenied) as exc:
+        _fail(str(exc))
+    console = _console()
+    console.print(f"experiment {params.tracking.experiment!r} (id {resources.experiment_id}), promotions experiment "
+                  f"{params.registry.promotions_experiment!r} (id {resources.promotions_experiment_id}), registered "
+                  f"model {resources.model_name!r}: present")
+    if user is not None:
+        table = Table(title=f"user {user!r} ({'created' if created else 'existing'}), role {role}")
+        for col in ("resource type", "resource", "permission"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
 
 
 if __name__ == "__main__":

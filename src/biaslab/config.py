@@ -347,6 +347,9 @@ class GateCondition(Section):
 class RegistryConfig(Section):
     model_name: str = "biaslab-debiased"
     gate: list[GateCondition] = Field(default_factory=list)
+    # where `biaslab promote` records every gate decision (one run each); on a team server only promoters
+    # may write there, so `biaslab promote --verify` can tell a gated champion from one set by hand
+    promotions_experiment: str = "biaslab-promotions"
 
 
 class TrackingConfig(Section):

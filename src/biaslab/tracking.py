@@ -23,7 +23,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from biaslab import access
 from biaslab.config import TrackingConfig
+from biaslab.credentials import check_tracking_uri, redact
 from biaslab.metrics.values import MetricValue
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -44,6 +46,15 @@ def _mlflow():
     return mlflow
 
 
+def resolve_tracking_uri(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
+    """The store to use: ``MLFLOW_TRACKING_URI`` if set, else params; a relative SQLite path resolved against
+    ``root``. A URI carrying a password is refused (credentials go in ``MLFLOW_TRACKING_USERNAME``/``PASSWORD``)."""
+    uri = check_tracking_uri(os.environ.get(TRACKING_URI_ENV) or cfg.tracking_uri)
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        uri = f"sqlite:///{Path(root).resolve() / uri[len('sqlite:///'):]}"
+    return uri
+
+
 def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
     """Point MLflow at the store and make sure the experiment exists; returns the experiment id.
 
@@ -51,34 +62,37 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
     Relative SQLite paths and the artifact location are resolved against ``root``. Against a tracking
     server (``http(s)://``) a missing experiment is created without an artifact location, so it gets
     the server's own root (proxied ``mlflow-artifacts:``, an object store in production) - a local path
-    would keep every remote worker's artifacts on that worker's disk.
+    would keep every remote worker's artifacts on that worker's disk. A server's 401/403 is raised as
+    :class:`~biaslab.access.AccessDenied` naming the experiment and the permission.
     """
     mlflow = _mlflow()
     root = Path(root).resolve()
-    uri = os.environ.get(TRACKING_URI_ENV) or cfg.tracking_uri
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        db_path = root / uri[len("sqlite:///") :]
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        uri = f"sqlite:///{db_path}"
+    uri = resolve_tracking_uri(cfg, root)
+    if uri.startswith("sqlite:///"):
+        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
-    experiment = mlflow.get_experiment_by_name(cfg.experiment)
-    if experiment is not None:
-        experiment_id = experiment.experiment_id
-    else:
-        location = None
-        if not uri.startswith(("http://", "https://")):
-            artifact_root = Path(cfg.artifact_location)
-            if not artifact_root.is_absolute():
-                artifact_root = root / artifact_root
-            artifact_root.mkdir(parents=True, exist_ok=True)
-            location = artifact_root.as_uri()
-        try:
-            experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=location)
-        except Exception:  # another process created it first
-            experiment_id = mlflow.get_experiment_by_name(cfg.experiment).experiment_id
-        experiment = None
-    _mark_model_development(mlflow, experiment_id, experiment)
-    mlflow.set_experiment(experiment_id=experiment_id)
+    access.name_resources(experiment=cfg.experiment)
+    with access.refusals(uri):
+        experiment = mlflow.get_experiment_by_name(cfg.experiment)
+        if experiment is not None:
+            experiment_id = experiment.experiment_id
+        else:
+            location = None
+            if not uri.startswith(("http://", "https://")):
+                artifact_root = Path(cfg.artifact_location)
+                if not artifact_root.is_absolute():
+                    artifact_root = root / artifact_root
+                artifact_root.mkdir(parents=True, exist_ok=True)
+                location = artifact_root.as_uri()
+            try:
+                experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=location)
+            except Exception as exc:  # another process created it first (a refusal is not that)
+                if access.is_refusal(exc):
+                    raise
+                experiment_id = mlflow.get_experiment_by_name(cfg.experiment).experiment_id
+            experiment = None
+        _mark_model_development(mlflow, experiment_id, experiment)
+        mlflow.set_experiment(experiment_id=experiment_id)
     return experiment_id
 
 
@@ -86,7 +100,11 @@ def _mark_model_development(mlflow: Any, experiment_id: str, experiment: Any | N
     """Tag the experiment as model development (new and existing ones), so the UI opens on its runs."""
     if experiment is not None and experiment.tags.get(EXPERIMENT_KIND_TAG) == EXPERIMENT_KIND:
         return
-    mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    try:
+        mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    except Exception as exc:  # a reader of a team server (the promoter) may not tag; a writer or the admin does
+        if not access.is_refusal(exc):
+            raise
 
 
 def ui_url(base_url: str, experiment_id: str) -> str:
@@ -127,14 +145,14 @@ def git_commit(root: str | os.PathLike[str] = ".") -> str:
 
 
 def _safe_tags(tags: Mapping[str, Any]) -> dict[str, str]:
-    """Stringify tags and refuse anything that looks like a credential (never log secrets)."""
+    """Stringify tags and refuse anything that looks like a credential (never log secrets); values are redacted."""
     clean = {}
     for key, value in tags.items():
         if value is None:
             continue
         if any(h in key.lower() for h in _SECRET_HINTS) and key not in {"model_fingerprint"}:
             raise ValueError(f"refusing to log tag {key!r}: looks like a credential")
-        clean[key] = str(value)[:5000]
+        clean[key] = redact(str(value))[:5000]
     return clean
 
 
@@ -149,19 +167,28 @@ def stage_run(
 ) -> Iterator[Any]:
     """Start a run for one stage execution; the run ends ``FAILED`` if the body raises.
 
+    A 401/403 of a tracking server, here or in the body, is raised as :class:`~biaslab.access.AccessDenied`.
+
     Yields the active ``mlflow.ActiveRun``.
     """
     mlflow = _mlflow()
     all_tags = {"stage": stage, "variant": variant, "git_commit": git_commit(), **(tags or {})}
     name = run_name or (f"{stage}@{variant}" if variant else stage)
-    run = mlflow.start_run(run_name=name, nested=nested, tags=_safe_tags(all_tags))
+    with access.refusals():
+        run = mlflow.start_run(run_name=name, nested=nested, tags=_safe_tags(all_tags))
     try:
         yield run
-    except BaseException:
-        mlflow.end_run(status="FAILED")
+    except BaseException as exc:
+        with access.refusals():
+            mlflow.end_run(status="FAILED")
+        denied = access.explain(exc) if isinstance(exc, Exception) and not isinstance(exc, access.AccessDenied) \
+            else None
+        if denied is not None:  # a 401/403 inside the run: one line naming the resource and permission
+            raise denied from exc
         raise
     else:
-        mlflow.end_run(status="FINISHED")
+        with access.refusals():
+            mlflow.end_run(status="FINISHED")
 
 
 def set_tags(tags: Mapping[str, Any]) -> None:
@@ -181,7 +208,7 @@ def log_params(params: Mapping[str, Any], prefix: str = "") -> None:
 
     walk(params, prefix)
     mlflow = _mlflow()
-    items = [(k, str(v)[:6000]) for k, v in flat.items()]
+    items = [(k, redact(str(v))[:6000]) for k, v in flat.items()]
     for start in range(0, len(items), 100):
         mlflow.log_params(dict(items[start : start + 100]))
 
@@ -232,12 +259,23 @@ def log_table(frame: Any, artifact_file: str) -> None:
     _mlflow().log_table(data=frame, artifact_file=artifact_file)
 
 
+def _redacted(node: Any) -> Any:
+    """A copy of a JSON-like tree with every string passed through :func:`~biaslab.credentials.redact`."""
+    if isinstance(node, str):
+        return redact(node)
+    if isinstance(node, Mapping):
+        return {k: _redacted(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_redacted(v) for v in node]
+    return node
+
+
 def log_dict(data: Mapping[str, Any], artifact_file: str) -> None:
-    _mlflow().log_dict(dict(data), artifact_file)
+    _mlflow().log_dict(_redacted(dict(data)), artifact_file)
 
 
 def log_text(text: str, artifact_file: str) -> None:
-    _mlflow().log_text(text, artifact_file)
+    _mlflow().log_text(redact(text), artifact_file)
 
 
 def log_figure(figure: Any, artifact_file: str) -> None:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from tracking_server import running_server
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +39,6 @@ for i in range(int(sys.argv[2])):
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def backend_store(request, tmp_path) -> str:
     if request.param == "sqlite":
@@ -56,36 +48,8 @@ def backend_store(request, tmp_path) -> str:
 
 @pytest.fixture
 def mlflow_server(backend_store, tmp_path):
-    port = free_port()
-    mlflow_bin = Path(sys.executable).with_name("mlflow")
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(mlflow_bin), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-             "--backend-store-uri", backend_store, "--artifacts-destination", str(tmp_path / "artifacts")],
-            stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 300  # slow to start on a loaded 2-core machine
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"mlflow server exited at start-up:\n{log.read_text(errors='replace')[-3000:]}")
-                if time.time() > deadline:
-                    pytest.fail(f"mlflow server not healthy in 300 s:\n{log.read_text(errors='replace')[-3000:]}")
-                time.sleep(0.5)
+    with running_server(tmp_path, backend_store) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def test_parallel_processes_log_to_one_server(mlflow_server, tmp_path):

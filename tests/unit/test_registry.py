@@ -260,3 +260,52 @@ def test_promote_unknown_or_unregistered_variant(project):
         promote(params, "nope", root)
     with pytest.raises(RegistryError, match="no version in registered model"):
         promote(params, "soft", root)
+
+
+def test_promote_records_the_gate_and_verify_flags_a_champion_set_behind_its_back(project):
+    """Every decision is a run of the promotions experiment; verify_champion accepts the gated champion and
+    flags one set by hand (no record), one the gate refused, and one whose bytes differ from the approved."""
+    from mlflow import MlflowClient
+
+    from biaslab.promotions import RECORD_TAG, verify_champion
+    from biaslab.registry import CHAMPION, promote, register_variants, write_register_json
+
+    root, params = project
+    params = params.model_copy(update={"registry": params.registry.model_copy(
+        update={"promotions_experiment": f"promotions-{params.registry.model_name}"})})
+    model = params.registry.model_name
+    result = register_variants(params, root, flavor="artifacts", variants=["base", "prompt", "soft"])
+    write_register_json(result, model, root / "runs" / "register.json")
+    client = MlflowClient()
+
+    assert verify_champion(client, params).version is None  # no champion yet: nothing to flag
+    refused = promote(params, "prompt", root)
+    approved = promote(params, "soft", root)
+    experiment = client.get_experiment_by_name(params.registry.promotions_experiment)
+    records = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{RECORD_TAG}` = '1'")
+    by_run = {r.info.run_id: r for r in records}
+    assert set(by_run) == {refused.record_run_id, approved.record_run_id}
+    soft_record = by_run[approved.record_run_id].data.tags
+    assert soft_record["promotion.decision"] == "approved" and soft_record["promotion.version"] == approved.version
+    assert soft_record["promotion.content_hash"] == client.get_model_version(model, approved.version).tags["content_hash"]
+    assert by_run[refused.record_run_id].data.tags["promotion.decision"] == "refused"
+
+    check = verify_champion(client, params)
+    assert check.ok and check.version == approved.version and check.variant == "soft"
+    assert check.record_run_id == approved.record_run_id and check.record_decision == "approved"
+
+    # someone with EDIT on the model moves champion by hand: to a version never gated, then to a refused one
+    client.set_registered_model_alias(model, CHAMPION, result["base"].version)
+    check = verify_champion(client, params)
+    assert not check.ok and check.version == result["base"].version
+    assert check.problems == [f"no gate record: version {result['base'].version} became @champion without "
+                              f"`biaslab promote` (nothing in experiment {params.registry.promotions_experiment!r})"]
+    client.set_registered_model_alias(model, CHAMPION, refused.version)
+    check = verify_champion(client, params)
+    assert not check.ok and "refused it; none approved it" in check.problems[0]
+
+    # the approved version's recorded bytes are rewritten (a forged content_hash tag): the record no longer matches
+    client.set_registered_model_alias(model, CHAMPION, approved.version)
+    client.set_model_version_tag(model, approved.version, "content_hash", "0" * 64)
+    check = verify_champion(client, params)
+    assert not check.ok and check.problems[0].startswith(f"version {approved.version}'s content_hash is '{'0' * 64}'")

@@ -29,7 +29,9 @@ Three jobs, in the order a pipeline meets them:
    with the base's (rules documented on :func:`check_condition`).
 
 3. **Promote** (:func:`promote`): pass -> alias ``champion``; either way the decision and its evidence
-   are written as ``promotion.*`` tags on the version. Aliases only - the stages API is deprecated.
+   are written as a run of the promotions experiment (:mod:`biaslab.promotions`: the record
+   ``biaslab promote --verify`` checks the champion against) and as ``promotion.*`` tags on the version.
+   Aliases only - the stages API is deprecated.
 
 ``mlflow`` is imported inside functions, so importing this module (e.g. for ``biaslab --help``) is cheap.
 

@@ -1,5 +1,7 @@
 """Promotion: gate a variant against the base; alias ``champion`` on a pass; the decision and its
-evidence as ``promotion.*`` tags on the version either way (aliases only: the stages API is deprecated)."""
+evidence as a run of the promotions experiment (:mod:`biaslab.promotions`: the record ``biaslab promote
+--verify`` checks the champion against) and as ``promotion.*`` tags on the version, either way (aliases
+only: the stages API is deprecated)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ class PromotionDecision:
     approved: bool
     results: list[ConditionResult]
     timestamp: str
+    record_run_id: str | None = None  # the run of the promotions experiment holding this decision
 
     @property
     def reasons(self) -> list[str]:
@@ -94,9 +97,15 @@ def promote(
     approved = all(r.passed for r in results)
     decision = PromotionDecision(variant, model_name, str(mv.version), approved, results,
                                  datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    record_decision(client, decision)
-    if approved:
-        client.set_registered_model_alias(model_name, CHAMPION, decision.version)
+    # the gate's record first (a run of the promotions experiment, where only promoters write: the
+    # evidence `biaslab promote --verify` checks the champion against), then the version's tags, then the alias
+    from biaslab import access, promotions
+
+    decision.record_run_id = promotions.write_record(client, params, decision, mv)
+    with access.naming(registered_model=model_name), access.refusals():
+        record_decision(client, decision)
+        if approved:
+            client.set_registered_model_alias(model_name, CHAMPION, decision.version)
     return decision
 
 

@@ -1,0 +1,365 @@
+"""The team server on loopback: MLflow's basic-auth app on PostgreSQL, set up as docker-compose.yml sets it up.
+
+One authenticated ``mlflow server`` per module (tracking store and auth store in two databases of the
+throwaway PostgreSQL cluster; skipped with an install hint without the server binaries). The admin runs
+``biaslab team setup`` as the compose ``init`` service does, creating the shared resources and the users
+``worker`` and ``promoter``; then each identity does what its role does, from its own process with its
+credentials in ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD``:
+
+* no credentials, or wrong ones: refused (401), and biaslab says which variables to set;
+* a foreign ``Host`` header or a cross-origin write: refused by MLflow's security middleware;
+* the worker logs runs and creates model versions, but may not write to the promotions experiment, delete
+  versions, or manage users: each refusal is one line naming the user, resource and permission;
+* the promoter promotes through the gate (its record lands in the promotions experiment); MLflow cannot stop
+  the worker from moving ``champion`` (no per-alias permission), and ``biaslab promote --verify`` flags it;
+* the password never appears in anything stored or printed.
+
+The compose file's db-setup SQL is run against the cluster too: Optuna's role can use its database and
+cannot open MLflow's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from tracking_server import AuthSettings, running_server
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN_PASSWORD = "admin-" + uuid.uuid4().hex  # fresh per run: these are what the secret scans look for
+PASSWORDS = {"worker": "worker-" + uuid.uuid4().hex, "promoter": "promoter-" + uuid.uuid4().hex}
+MODEL, EXPERIMENT, PROMOTIONS = "team-model", "team-runs", "team-promotions"
+PARAMS = {"tracking": {"experiment": EXPERIMENT},
+          "variants": {"base": {"method": "none", "model_dir": "models/base"},
+                       "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"}},
+          "registry": {"model_name": MODEL, "promotions_experiment": PROMOTIONS,
+                       "gate": [{"metric": "bench/bias", "rule": "better_than_base_beyond_ci"}]}}
+
+
+@pytest.fixture(scope="module")
+def team_server(postgres_cluster, tmp_path_factory):
+    """(url, project dir): an authenticated server, its resources and users created by `biaslab team setup`."""
+    suffix = uuid.uuid4().hex[:8]
+    databases = [f"team_mlflow_{suffix}", f"team_auth_{suffix}"]
+    for database in databases:
+        postgres_cluster.execute(f'CREATE DATABASE "{database}"')
+    workdir = tmp_path_factory.mktemp("team-server")
+    project = workdir / "project"
+    project.mkdir()
+    (project / "params.yaml").write_text(yaml.safe_dump(PARAMS), encoding="utf-8")
+    auth = AuthSettings(database_uri=postgres_cluster.url(databases[1]), admin_password=ADMIN_PASSWORD)
+    try:
+        with running_server(workdir / "server", postgres_cluster.url(databases[0]), auth=auth) as url:
+            for user in ("worker", "promoter"):
+                done = biaslab(url, "admin", ADMIN_PASSWORD, project, "team", "setup", "--user", user, "--role", user,
+                               "--password-env", "NEW_USER_PASSWORD", extra_env={"NEW_USER_PASSWORD": PASSWORDS[user]})
+                assert done.returncode == 0, done.stderr
+                assert f"user '{user}' (created), role {user}" in done.stdout
+            yield url, project
+    finally:
+        for database in databases:
+            postgres_cluster.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def _env(url: str, user: str | None, password: str | None, project: Path,
+         extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING_")}
+    # HOME: no ~/.mlflow/credentials of the machine's user stands in for the identity under test
+    env |= {"MLFLOW_TRACKING_URI": url, "HOME": str(project), **(extra or {})}
+    if user is not None:
+        env |= {"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password}
+    return env
+
+
+def biaslab(url, user, password, project, *args, extra_env=None) -> subprocess.CompletedProcess:
+    """``biaslab <args>`` in ``project`` as ``user``."""
+    return subprocess.run([sys.executable, "-m", "biaslab.cli", *args], cwd=project, capture_output=True, text=True,
+                          env=_env(url, user, password, project, extra_env), timeout=300)
+
+
+def python_as(url, user, password, project, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True,
+                          env=_env(url, user, password, project), timeout=300)
+
+
+LOG_A_RUN = f"""
+from biaslab import tracking
+from biaslab.config import TrackingConfig
+tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
+with tracking.stage_run("evaluate", variant="base") as run:
+    tracking.log_params({{"note": "a run of the worker"}})
+    tracking.log_metric("score", 0.5)
+    tracking.log_dict({{"ok": True}}, "result.json")
+print(run.info.run_id)
+"""
+
+
+def _post(url: str, path: str, body: dict, *, auth: tuple[str, str] | None = None,
+          headers: dict[str, str] | None = None) -> tuple[int, str]:
+    import base64
+
+    request = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    if auth is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+# ------------------------------------------------------------------------------------------------ who you are
+def test_an_unauthenticated_request_is_refused(team_server):
+    url, project = team_server
+    status, body = _post(url, "/api/2.0/mlflow/experiments/search", {"max_results": 1})
+    assert status == 401 and "not authenticated" in body
+    status, _ = _post(url, "/api/2.0/mlflow/experiments/search", {"max_results": 1}, auth=("worker", "wrong-password"))
+    assert status == 401
+    status, _ = _post(url, "/api/2.0/mlflow/experiments/search", {"max_results": 1},
+                      auth=("worker", PASSWORDS["worker"]))
+    assert status == 200
+
+    anonymous = python_as(url, None, None, project, LOG_A_RUN)
+    assert anonymous.returncode != 0
+    assert anonymous.stderr.strip().splitlines()[-1].endswith(
+        f"not authenticated on {url}: no credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD "
+        "(or MLFLOW_TRACKING_TOKEN)")
+    wrong = python_as(url, "worker", "not-the-password", project, LOG_A_RUN)
+    assert wrong.returncode != 0
+    assert "the server does not accept the credentials of user 'worker'" in wrong.stderr.strip().splitlines()[-1]
+
+
+def test_foreign_hosts_and_cross_origin_writes_are_refused(team_server):
+    url, _ = team_server
+    admin = ("admin", ADMIN_PASSWORD)
+    status, body = _post(url, "/api/2.0/mlflow/experiments/search", {"max_results": 1}, auth=admin,
+                         headers={"Host": "attacker.example:5000"})  # DNS rebinding
+    assert status == 403 and "Invalid Host header" in body
+    status, _ = _post(url, "/api/2.0/mlflow/experiments/search", {"max_results": 1}, auth=admin,
+                      headers={"Host": "mlflow:5000"})  # the workers' Host header inside compose
+    assert status == 200
+    status, body = _post(url, "/api/2.0/mlflow/experiments/create", {"name": "from-a-web-page"}, auth=admin,
+                         headers={"Origin": "https://attacker.example"})
+    assert status == 403 and "Cross-origin request blocked" in body
+    with urllib.request.urlopen(f"{url}/health", timeout=30) as response:
+        assert response.headers["X-Frame-Options"] == "SAMEORIGIN"
+
+
+# ------------------------------------------------------------------------------------------------ the worker
+def test_the_worker_logs_runs_and_creates_versions_but_writes_nothing_else(team_server):
+    url, project = team_server
+    done = python_as(url, "worker", PASSWORDS["worker"], project, LOG_A_RUN)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1]
+
+    create_version = f"""
+from mlflow import MlflowClient
+client = MlflowClient()
+mv = client.create_model_version({MODEL!r}, "runs:/{run_id}/result.json", run_id={run_id!r})
+client.set_registered_model_alias({MODEL!r}, "candidate", mv.version)
+print(mv.version)
+"""
+    done = python_as(url, "worker", PASSWORDS["worker"], project, create_version)
+    assert done.returncode == 0, done.stderr
+
+    # the promotions experiment: readable, not writable (the record of the gate cannot be forged)
+    write_a_record = LOG_A_RUN.replace(repr(EXPERIMENT), repr(PROMOTIONS))
+    refused = python_as(url, "worker", PASSWORDS["worker"], project, write_a_record)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        f"user 'worker' may not create runs in experiment '{PROMOTIONS}' on {url}: that needs EDIT on it "
+        "(an admin grants it; README \"Team server\")")
+
+    delete = f"""
+from biaslab import access
+from mlflow import MlflowClient
+access.name_resources(registered_model={MODEL!r})
+with access.refusals():
+    MlflowClient().delete_model_version({MODEL!r}, "1")
+"""
+    refused = python_as(url, "worker", PASSWORDS["worker"], project, delete)
+    assert refused.returncode != 0
+    assert f"user 'worker' may not delete registered model '{MODEL}' on {url}: that needs MANAGE on it" in refused.stderr
+
+
+# ------------------------------------------------------------------------------------------------ the promoter
+REGISTER_AS_WORKER = f"""
+import json
+from mlflow import MlflowClient
+from biaslab import tracking
+from biaslab.config import TrackingConfig
+tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
+versions = {{}}
+for variant in ("base", "soft"):
+    with tracking.stage_run("register", variant=variant) as run:
+        tracking.log_dict({{"variant": variant}}, "model/variant.json")
+    mv = MlflowClient().create_model_version({MODEL!r}, f"runs:/{{run.info.run_id}}/model", run_id=run.info.run_id,
+                                             tags={{"variant": variant, "content_hash": variant * 8,
+                                                    "model_fingerprint": variant + "-fp"}})
+    versions[variant] = mv.version
+print(json.dumps(versions))
+"""
+
+
+def _write_metrics(project: Path) -> None:
+    (project / "metrics").mkdir(exist_ok=True)
+    for variant, (value, lo, hi) in {"base": (0.30, 0.28, 0.32), "soft": (0.10, 0.08, 0.12)}.items():
+        body = {"variant": variant, "model_fingerprint": variant + "-fp", "metrics": {"bench/bias": {
+            "value": value, "ci_low": lo, "ci_high": hi, "direction": "lower", "ideal": 0.0, "n": 100}}}
+        (project / "metrics" / f"{variant}.json").write_text(json.dumps(body), encoding="utf-8")
+
+
+def test_the_promoter_promotes_and_a_champion_set_behind_the_gate_is_flagged(team_server):
+    url, project = team_server
+    _write_metrics(project)
+    done = python_as(url, "worker", PASSWORDS["worker"], project, REGISTER_AS_WORKER)
+    assert done.returncode == 0, done.stderr
+    versions = json.loads(done.stdout.strip().splitlines()[-1])
+
+    # the worker cannot run the gate: its record would go where only promoters write
+    refused = biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "soft")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert " ".join(refused.stderr.split()) == (  # one message (the console may wrap it)
+        f"error: user 'worker' may not create runs in experiment '{PROMOTIONS}' on {url}: that needs EDIT on it "
+        "(an admin grants it; README \"Team server\")")
+
+    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    assert f"version {versions['soft']} is now @champion" in promoted.stdout
+    verified = biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert f"{MODEL}@champion = version {versions['soft']} (variant soft); gate record: run " in verified.stdout
+    assert "approved" in verified.stdout and "verified:" in verified.stdout
+
+    # MLflow has no per-alias permission: EDIT on the model (which registering needs) also moves champion.
+    # The guard is detection: no gate record approves the version the worker picked.
+    moved = python_as(url, "worker", PASSWORDS["worker"], project,
+                      f"from mlflow import MlflowClient; "
+                      f"MlflowClient().set_registered_model_alias({MODEL!r}, 'champion', {versions['base']!r})")
+    assert moved.returncode == 0, moved.stderr
+    flagged = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify")
+    assert flagged.returncode == 1
+    assert f"FLAGGED: no gate record: version {versions['base']} became @champion without `biaslab promote`" \
+        in " ".join(flagged.stdout.split())
+
+    # forging the version's promotion.* tags does not help: the record lives where the worker cannot write
+    forge = python_as(url, "worker", PASSWORDS["worker"], project,
+                      f"from mlflow import MlflowClient; "
+                      f"MlflowClient().set_model_version_tag({MODEL!r}, {versions['base']!r}, 'promotion.decision', "
+                      f"'approved')")
+    assert forge.returncode == 0, forge.stderr
+    assert biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify").returncode == 1
+    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")  # the gate puts it back
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    assert biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "--verify").returncode == 0
+
+
+def test_only_the_admin_manages_users(team_server):
+    url, project = team_server
+    done = biaslab(url, "worker", PASSWORDS["worker"], project, "team", "setup", "--user", "mallory", "--role",
+                   "promoter", "--password-env", "P", extra_env={"P": "mallory-password-1"})
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1] == (
+        f"error: user 'worker' may not manage users and permissions on {url}: only MLflow's admin may")
+
+
+def test_setup_is_idempotent_and_lowers_a_creators_grant_to_the_roles(team_server):
+    url, project = team_server
+    # a worker creates an experiment (MLflow makes it MANAGE there), then the admin makes it the
+    # promotions experiment of another project: setup must leave the worker READ on it
+    squat = "from mlflow import MlflowClient; print(MlflowClient().create_experiment('squatted-promotions'))"
+    done = python_as(url, "worker", PASSWORDS["worker"], project, squat)
+    assert done.returncode == 0, done.stderr
+    other = project.parent / "other-project"
+    other.mkdir(exist_ok=True)
+    (other / "params.yaml").write_text(yaml.safe_dump(
+        {**PARAMS, "registry": {**PARAMS["registry"], "promotions_experiment": "squatted-promotions"}}))
+    for _ in range(2):
+        done = biaslab(url, "admin", ADMIN_PASSWORD, other, "team", "setup", "--user", "worker", "--role", "worker")
+        assert done.returncode == 0, done.stderr
+        assert "user 'worker' (existing), role worker" in done.stdout
+    write = LOG_A_RUN.replace(repr(EXPERIMENT), repr("squatted-promotions"))
+    refused = python_as(url, "worker", PASSWORDS["worker"], other, write)
+    assert refused.returncode != 0 and "that needs EDIT" in refused.stderr
+
+
+# ------------------------------------------------------------------------------------------------ secrets
+def test_no_password_is_stored_or_printed(team_server, tmp_path, monkeypatch):
+    """Every run, param, tag, metric key, artifact and version of the server, and biaslab's output, are free of
+    the passwords the identities used."""
+    import mlflow
+
+    url, project = team_server
+    done = python_as(url, "worker", PASSWORDS["worker"], project, LOG_A_RUN)
+    assert done.returncode == 0, done.stderr
+    secrets = [ADMIN_PASSWORD, *PASSWORDS.values()]
+    assert not [s for s in secrets if s in done.stdout + done.stderr]
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", ADMIN_PASSWORD)
+    client = mlflow.MlflowClient(url)
+    stored: list[str] = []
+    experiments = client.search_experiments()
+    for experiment in experiments:
+        stored += [json.dumps(dict(experiment.tags)), experiment.name]
+        for run in client.search_runs([experiment.experiment_id], max_results=1000):
+            stored += [json.dumps(run.data.params), json.dumps(run.data.tags), json.dumps(list(run.data.metrics)),
+                       run.info.user_id or "", run.info.run_name or ""]
+            target = tmp_path / run.info.run_id
+            if client.list_artifacts(run.info.run_id):
+                mlflow.artifacts.download_artifacts(run_id=run.info.run_id, dst_path=str(target), tracking_uri=url)
+                stored += [p.read_bytes().decode(errors="replace") for p in target.rglob("*") if p.is_file()]
+    for mv in client.search_model_versions(f"name = '{MODEL}'"):
+        stored += [json.dumps(dict(mv.tags)), mv.source or "", mv.description or ""]
+    assert len(experiments) >= 3 and len(stored) > 10
+    leaked = [s for s in secrets if any(s in text for text in stored)]
+    assert not leaked
+
+
+# ------------------------------------------------------------------------------------------------ db-setup
+def test_the_db_setup_sql_gives_optuna_a_role_that_cannot_open_mlflows_databases(postgres_cluster, tmp_path):
+    import optuna
+    import psycopg2
+
+    psql = shutil.which("psql") or str(Path(postgres_cluster_bin()) / "psql")
+    sql = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["configs"]["db-setup"]["content"]
+    (tmp_path / "db-setup.sql").write_text(sql, encoding="utf-8")
+    postgres_cluster.execute('CREATE DATABASE "mlflow"')
+    try:
+        env = {**os.environ, "PGHOST": postgres_cluster.host, "PGPORT": str(postgres_cluster.port),
+               "PGUSER": postgres_cluster.user, "PGDATABASE": "mlflow", "OPTUNA_DB_PASSWORD": "optuna-test-pw"}
+        for _ in range(2):  # idempotent: a second `docker compose up` runs it again
+            done = subprocess.run([psql, "-v", "ON_ERROR_STOP=1", "-f", str(tmp_path / "db-setup.sql")], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+        as_optuna = f"postgresql+psycopg2://optuna@{postgres_cluster.host}:{postgres_cluster.port}"
+        optuna.create_study(study_name="s", storage=f"{as_optuna}/optuna")  # its schema, in its own database
+        for database in ("mlflow", "mlflow_auth"):
+            with pytest.raises(psycopg2.OperationalError, match="permission denied for database"):
+                psycopg2.connect(f"postgresql://optuna@{postgres_cluster.host}:{postgres_cluster.port}/{database}")
+        psycopg2.connect(postgres_cluster.dsn("mlflow_auth")).close()  # MLflow's own user still can
+    finally:
+        for database in ("optuna", "mlflow_auth", "mlflow"):
+            postgres_cluster.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        postgres_cluster.execute("DROP ROLE IF EXISTS optuna")
+
+
+def postgres_cluster_bin() -> str:
+    from conftest import find_pg_bin
+
+    found = find_pg_bin()
+    if found is None or not (found / "psql").exists():
+        pytest.skip("psql not found")
+    return str(found)
