@@ -86,7 +86,8 @@ def create_resources(client: Any, params: Params) -> Resources:
     experiment_id = _ensure_experiment(client, params.tracking.experiment)
     promotions_id = _ensure_experiment(client, params.registry.promotions_experiment)
     for eid in (experiment_id, promotions_id):  # the UI opens both on their runs table (model development)
-        client.set_experiment_tag(eid, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        if client.get_experiment(eid).tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+            client.set_experiment_tag(eid, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     try:
         client.get_registered_model(params.registry.model_name)
     except MlflowException:
