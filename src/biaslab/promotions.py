@@ -73,7 +73,9 @@ def write_record(client: Any, params: Params, decision: Any, version: Any, *, cr
     with access.naming(experiment=name), access.refusals():  # converted here, while the names are these
         experiment_id = promotions_experiment_id(client, name, create=create)
         if experiment_id is None:
-            raise LookupError(f"promotions experiment {name!r} does not exist on the tracking server; "
+            from biaslab.registry.errors import RegistryError
+
+            raise RegistryError(f"promotions experiment {name!r} does not exist on the tracking server; "
                               "an admin creates it with `biaslab team setup`")
         run = client.create_run(experiment_id, run_name=f"promote@{decision.variant} v{decision.version}",
                                 tags=record_tags(decision, version))
