@@ -1,6 +1,6 @@
 """Stage `finetune`: LoRA fine-tune of models/base on gender-neutral GBEM-UA examples -> models/lora.
 
-    python pipelines/finetune.py            # resumes from models/lora_checkpoints after an interruption
+    python pipelines/finetune.py --variant lora   # resumes from the lora checkpoint_dir after an interruption
 
 Hyper-parameters: params.yaml `lora:`, overridden by the tune stage's best trial
 (`<tune.output_dir>/best_params.json`) when `lora.use_tuned` is true.
@@ -12,17 +12,16 @@ from pathlib import Path
 
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
-from biaslab.config import load_params
+from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
 from biaslab.stage_entry import run_stage
 from biaslab.stage_inputs import base_model_dir, prepared_table
-
-RUN_FILE = paths.run_file("finetune")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--variant", default="lora", help="a method: lora variant (its lora_overrides apply)")
     args = parser.parse_args()
     return run_stage("finetune", lambda: run(args))
 
@@ -33,18 +32,22 @@ def run(args: argparse.Namespace) -> None:
     from biaslab.outputs.variant_dir import fingerprint_dir
 
     params = load_params(args.params)
-    remove_outputs(RUN_FILE)
-    cfg = params.lora
+    variant_name = args.variant
+    variant = params.variant(variant_name)
+    if variant.method != "lora":
+        raise ConfigError(f"finetune: variant {variant_name!r} has method {variant.method!r}, not lora")
+    run_json = paths.run_file("finetune", variant_name)
+    remove_outputs(run_json)
+    cfg = params.lora_for(variant_name)
     overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
     cfg = with_overrides(cfg, overrides)
-    variant = params.variant("lora")
     frame = prepared_table(params, "gbem_ua.parquet")
     base_model_dir(params)
     set_threads(params.scoring.num_threads)
     tracking.configure(params.tracking)
     tags = {"method": "lora", "base_fingerprint": fingerprint_dir(params.model.output_dir),
             "tuned": bool(overrides)}
-    with tracking.stage_run("finetune", variant="lora", tags=tags) as mlflow_run:
+    with tracking.stage_run("finetune", variant=variant_name, tags=tags) as mlflow_run:
         tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
         result = finetune(params.model.output_dir, frame, cfg, variant.model_dir, add_bos=params.scoring.add_bos,
                           prompt_format=params.evaluation.prompt_format)
@@ -55,8 +58,8 @@ def run(args: argparse.Namespace) -> None:
         tracking.set_tags({"resumed_from": result.resumed_from or "none",
                            **{f"training.{k}": v for k, v in result.training.items()}})  # the resolved precision plan
         tracking.log_artifact(variant.model_dir, "adapter")
-        run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
-                                fingerprint=fingerprint_dir(variant.model_dir), variant="lora",
+        run_file.write(run_json, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
+                       fingerprint=fingerprint_dir(variant.model_dir), variant=variant_name,
                                 hyperparameters=result.hyperparameters, global_step=result.global_step,
                                 resumed_from=result.resumed_from)
     print(f"finetune: {result.global_step} steps on {result.train_examples} examples "

@@ -103,6 +103,8 @@ class PlantedBiasConfig(Section):
         ("occugender", "winogender", "winobias", "fixture"), min_length=1,
         description="where the English occupations come from (fixture = our own, held out from every benchmark)")
     sentences_per_document: int = Field(6, ge=1, description="planted sentences per <s> ... </s> document")
+    checkpoint_dir: str = Field(
+        "models/pretrain", description="the shared first phase (steps before from_step), reused by the control")
     seed: int = 0
 
     @model_validator(mode="after")

@@ -54,7 +54,7 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
 
             summary = snapshot_model(params.model, out_dir)
         else:
-            summary = _train(params, out_dir, progress)
+            summary = _train(params, out_dir, progress, root)
         fingerprint = _fingerprint(out_dir)
         tracking.set_tags({"model_fingerprint": fingerprint, "model_source": params.model.source or "pretrained-here",
                            "model_commit": summary.get("resolved_commit") or "none"})
@@ -72,23 +72,38 @@ def _fingerprint(out_dir: Path) -> str:
     return fingerprint_dir(out_dir)
 
 
-def _train(params: Params, out_dir: Path, progress: bool) -> dict[str, Any]:
-    from biaslab.data import sources
-    from biaslab.pretrain.corpus import load_corpus
-    from biaslab.pretrain.train import train_base_model
-
+def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")) -> dict[str, Any]:
     cfg = params.model.pretrain
-    # the mirror's corpora, else rebuilt from their pinned GitHub sources into the download cache
-    corpus_dir = cfg.corpus_dir or sources.corpus_dir(params.data, cfg.languages)
-    splits = load_corpus(
-        corpus_dir, cfg.languages, cfg.chars_per_language, cfg.validation_documents, cfg.validation_chars, cfg.seed
-    )
-    result = train_base_model(splits, cfg, progress=progress)
+    if cfg.planted_bias.enabled:  # two phases: the shared checkpoint (the control reuses it), then planted text
+        from biaslab.pretrain.phases import continue_training, save_continued, train_shared
+
+        checkpoint = root / cfg.planted_bias.checkpoint_dir
+        train_shared(params, checkpoint, progress=progress)
+        result = continue_training(params, checkpoint, cfg.planted_bias.direction, progress=progress)
+        save = save_continued
+    else:
+        from biaslab.data import sources
+        from biaslab.pretrain.corpus import load_corpus
+        from biaslab.pretrain.train import train_base_model
+
+        # the mirror's corpora, else rebuilt from their pinned GitHub sources into the download cache
+        corpus_dir = cfg.corpus_dir or sources.corpus_dir(params.data, cfg.languages)
+        splits = load_corpus(
+            corpus_dir, cfg.languages, cfg.chars_per_language, cfg.validation_documents, cfg.validation_chars, cfg.seed
+        )
+        result = train_base_model(splits, cfg, progress=progress)
+        save = save_trained
     if params.model.dtype != "auto":  # trained in float32; stored as asked (the summary is the float32 model's)
         import torch
 
         result.model.to(getattr(torch, params.model.dtype))
-    save_trained(result, out_dir)
+    save(result, out_dir)
+    log_training(result)
+    return result.summary
+
+
+def log_training(result: Any) -> None:
+    """Loss and validation curves, unigram baselines, bits per character and the curves figure (MLflow)."""
     tracking.log_series("train/loss", result.loss_curve)
     for lang, curve in result.val_curves.items():
         tracking.log_series(f"val/ppl_{lang}", curve)
@@ -97,7 +112,6 @@ def _train(params: Params, out_dir: Path, progress: bool) -> dict[str, Any]:
     for lang, bpc in result.summary["val_bits_per_char"].items():
         tracking.log_metric(f"val/bits_per_char_{lang}", bpc)
     tracking.log_figure(loss_figure(result), "plots/base_model_curves.png")
-    return result.summary
 
 
 def save_trained(result: Any, out_dir: str | os.PathLike[str]) -> None:

@@ -1,0 +1,35 @@
+"""DVC stage ``control_model``: the planted bias's counterbalanced control -> ``calibrate.control_dir``.
+
+    python pipelines/control_model.py --params params.yaml
+
+Continues the base model's shared checkpoint (``model.pretrain.planted_bias.checkpoint_dir``) with the
+planted sentences' genders counterbalanced; see ``biaslab.calibrate_stage`` and docs/planted_bias.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from biaslab.config import load_params
+from biaslab.stage_entry import run_stage
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
+    args = parser.parse_args()
+    return run_stage("control_model", lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> None:
+    from biaslab.calibrate_stage import run_control_model
+
+    summary = run_control_model(load_params(args.params), progress=not args.no_progress)
+    print(json.dumps({k: summary[k] for k in ("steps", "stopped_by", "minutes", "val_ppl") if k in summary}, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
