@@ -25,7 +25,7 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    from biaslab.calibrate_stage import run_control_model
+    from biaslab.pretrain.control import run_control_model
 
     summary = run_control_model(load_params(args.params), progress=not args.no_progress)
     print(json.dumps({k: summary[k] for k in ("steps", "stopped_by", "minutes", "val_ppl") if k in summary}, indent=2))

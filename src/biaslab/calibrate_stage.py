@@ -1,9 +1,7 @@
-"""The ``control_model`` and ``calibrate`` stages: the known-answer check of the planted bias.
+"""The ``calibrate`` stage: the known-answer check of the planted bias.
 
-``control_model`` continues the base model's shared checkpoint (``planted_bias.checkpoint_dir``) with the
-planted sentences' genders counterbalanced (``direction: balanced``) into ``calibrate.control_dir``: the
-same corpus rows, the same frames, the same steps as the default model, only the gender of the planted
-sentences differs. ``calibrate`` evaluates the control with every enabled benchmark (as a ``method: none``
+The control model (stage ``control_model``, :mod:`biaslab.pretrain.control`) is the default model's
+training with the planted sentences' genders counterbalanced. ``calibrate`` evaluates the control with every enabled benchmark (as a ``method: none``
 variant named ``control``, outputs under ``metrics/control.json`` etc.), compares it with the base and every
 mitigation variant (:mod:`biaslab.calibration`) and writes ``reports/calibration.md`` and
 ``reports/calibration.csv``; the numbers go to the stage's MLflow run as ``calibration/...`` metrics.
@@ -14,51 +12,40 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from biaslab import tracking
 from biaslab.atomic import atomic_write_text, remove_outputs
 from biaslab.config import ConfigError, Params, VariantConfig
 
 CONTROL = "control"
-CONTROL_RUN = Path("runs/control_model.json")
+PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
 REPORT = Path("reports/calibration.md")
 TABLE = Path("reports/calibration.csv")
 RUN_FILE = Path("runs/calibrate.json")
 
 
-def _require_planted(params: Params) -> None:
-    pb = params.model.pretrain.planted_bias
-    if params.model.source or not pb.enabled:
-        raise ConfigError("calibrate: needs the offline default model with model.pretrain.planted_bias.enabled "
-                          "(a hub model has no planted bias to calibrate on)")
+def no_planted_bias(params: Params) -> str | None:
+    """Why there is nothing to calibrate on (a hub model, or the planted bias disabled), or None."""
+    if params.model.source:
+        return f"model.source is {params.model.source!r}: a snapshotted model has no planted bias to calibrate on"
+    if not params.model.pretrain.planted_bias.enabled:
+        return "model.pretrain.planted_bias.enabled is false: the default model has no planted bias"
+    return None
 
 
-def run_control_model(params: Params, root: str | os.PathLike[str] = ".", *, progress: bool = True) -> dict[str, Any]:
-    """Train the counterbalanced control from the shared checkpoint; returns its training summary."""
-    import torch
+def write_skipped(root: Path, reason: str) -> None:
+    """Every output of the stage, saying why calibration did not run (so ``dvc repro`` completes)."""
+    from biaslab.evaluation import EvaluationOutputs
 
-    from biaslab.models import fingerprint_dir
-    from biaslab.pretrain.phases import continue_training, save_continued
-    from biaslab.pretrain.stage import default_threads, log_training
-
-    _require_planted(params)
-    root = Path(root)
-    out_dir = root / params.calibrate.control_dir
-    remove_outputs(root / CONTROL_RUN)
-    torch.set_num_threads(default_threads(params.scoring.num_threads))
-    tracking.configure(params.tracking, root=root)
-    with tracking.stage_run("control_model", variant=CONTROL) as run:
-        result = continue_training(params, root / params.model.pretrain.planted_bias.checkpoint_dir, "balanced",
-                                   progress=progress, desc="control_model")
-        if params.model.dtype != "auto":
-            result.model.to(getattr(torch, params.model.dtype))
-        save_continued(result, out_dir)
-        log_training(result)
-        tracking.log_dict(result.summary, "control_model_summary.json")
-        tracking.write_run_json(root / CONTROL_RUN, run_id=run.info.run_id, model_dir=params.calibrate.control_dir,
-                                fingerprint=fingerprint_dir(out_dir))
-    return result.summary
+    outputs = EvaluationOutputs.for_variant(CONTROL, root)
+    for folder in (outputs.predictions, outputs.tables):
+        folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(outputs.metrics, json.dumps({"variant": CONTROL, "skipped": reason, "metrics": {}}, indent=2))
+    atomic_write_text(outputs.values, "{}\n")
+    atomic_write_text(outputs.run_file, json.dumps({"skipped": reason}) + "\n")
+    atomic_write_text(root / REPORT, f"# Calibration\n\nNot run: {reason}.\n")
+    atomic_write_text(root / TABLE, "family,metric,verdict\n")
+    atomic_write_text(root / RUN_FILE, json.dumps({"skipped": reason}) + "\n")
 
 
 def with_control(params: Params) -> Params:
@@ -72,8 +59,6 @@ def with_control(params: Params) -> Params:
 
 def planted_info(params: Params, root: Path) -> dict[str, object]:
     """The planted bias as trained (the answer key's headline numbers), for the report's header."""
-    from biaslab.pretrain.phases import PLANTED_FILE
-
     pb = params.model.pretrain.planted_bias
     info: dict[str, object] = {"dose": pb.dose, "strength": pb.strength, "from_step": pb.from_step,
                                "max_steps": params.model.pretrain.max_steps,
@@ -90,9 +75,12 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     from biaslab.evaluation import EvaluationOutputs, evaluate_variant
     from biaslab.registry import read_metrics
 
-    _require_planted(params)
     root = Path(root)
     remove_outputs(root / REPORT, root / TABLE, root / RUN_FILE)
+    reason = no_planted_bias(params)
+    if reason:
+        write_skipped(root, reason)
+        return {}
     control = evaluate_variant(with_control(params), CONTROL, root)
     base = read_metrics(EvaluationOutputs.for_variant("base", root).metrics).metrics
     variants = {name: read_metrics(EvaluationOutputs.for_variant(name, root).metrics).metrics

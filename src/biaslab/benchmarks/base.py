@@ -59,7 +59,7 @@ class BenchmarkResult:
 
 class Benchmark(Protocol):
     name: str
-    language: str
+    language: str | None  # None: plain text in several languages, never given a prompt prefix (lm_quality)
     headline: tuple[str, ...]
     prepared_files: tuple[str, ...]
 

@@ -49,6 +49,8 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("base_model", variant="base") as run:
         tracking.log_params(params.model.model_dump(mode="json"), prefix="model")
+        if params.model.source or not params.model.pretrain.planted_bias.enabled:
+            _no_shared_checkpoint(params, root)
         if params.model.source:
             from biaslab.pretrain.snapshot import snapshot_model
 
@@ -64,6 +66,15 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
             source=params.model.source or "trained",
         )
     return summary
+
+
+def _no_shared_checkpoint(params: Params, root: Path) -> None:
+    """The shared-phase folder (a DVC output) holding only why it is empty: no planted bias, no control."""
+    from biaslab.calibrate_stage import no_planted_bias
+    from biaslab.pretrain.control import SKIPPED_FILE
+
+    with atomic_dir(root / params.model.pretrain.planted_bias.checkpoint_dir) as tmp:
+        (tmp / SKIPPED_FILE).write_text(f"{no_planted_bias(params)}\n", encoding="utf-8")
 
 
 def _fingerprint(out_dir: Path) -> str:
