@@ -16,12 +16,13 @@ from pathlib import Path
 from biaslab import tracking
 from biaslab.atomic import atomic_write_text, remove_outputs
 from biaslab.config import ConfigError, Params, VariantConfig
+from biaslab.outputs import paths, run_file
 
 CONTROL = "control"
 PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
-REPORT = Path("reports/calibration.md")
-TABLE = Path("reports/calibration.csv")
-RUN_FILE = Path("runs/calibrate.json")
+REPORT = paths.REPORTS_DIR / "calibration.md"
+TABLE = paths.REPORTS_DIR / "calibration.csv"
+RUN_FILE = paths.run_file("calibrate")
 
 
 def no_planted_bias(params: Params) -> str | None:
@@ -73,7 +74,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     """Evaluate the control, compare planted vs control and every mitigation; write the report."""
     from biaslab.calibration import calibrate
     from biaslab.evaluation import EvaluationOutputs, evaluate_variant
-    from biaslab.registry import read_metrics
+    from biaslab.outputs import metrics_file
 
     root = Path(root)
     remove_outputs(root / REPORT, root / TABLE, root / RUN_FILE)
@@ -82,8 +83,8 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
         write_skipped(root, reason)
         return {}
     control = evaluate_variant(with_control(params), CONTROL, root)
-    base = read_metrics(EvaluationOutputs.for_variant("base", root).metrics).metrics
-    variants = {name: read_metrics(EvaluationOutputs.for_variant(name, root).metrics).metrics
+    base = metrics_file.read(EvaluationOutputs.for_variant("base", root).metrics).metrics
+    variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
                 for name, v in params.variants.items() if name != "base" and v.method != "none"}
     cfg = params.calibrate
     report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
@@ -98,7 +99,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
         for name, value in numbers.items():
             tracking.log_metric(name, value)
         tracking.log_text(report.markdown, "calibration.md")
-        tracking.write_run_json(root / RUN_FILE, run_id=run.info.run_id, **{
+        run_file.write(root / RUN_FILE, run_id=run.info.run_id, **{
             "families_detected": numbers.get("calibration/families_detected"),
             "families": numbers.get("calibration/families")})
     return numbers

@@ -15,8 +15,9 @@ from typing import Any
 from biaslab import tracking
 from biaslab.atomic import atomic_dir, remove_outputs
 from biaslab.config import Params
+from biaslab.outputs import paths, run_file
 
-CONTROL_RUN = Path("runs/control_model.json")
+CONTROL_RUN = paths.run_file("control_model")
 SKIPPED_FILE = "SKIPPED.txt"  # in the control directory when there is no planted bias to control for
 
 
@@ -24,7 +25,7 @@ def run_control_model(params: Params, root: str | os.PathLike[str] = ".", *, pro
     """Train the counterbalanced control from the shared checkpoint; returns its training summary."""
     import torch
 
-    from biaslab.models import fingerprint_dir
+    from biaslab.outputs.variant_dir import fingerprint_dir
     from biaslab.pretrain.phases import continue_training, save_continued
     from biaslab.pretrain.stage import default_threads, log_training
 
@@ -37,7 +38,7 @@ def run_control_model(params: Params, root: str | os.PathLike[str] = ".", *, pro
     if reason:  # nothing to control for: the stage's outputs say why, so dvc repro completes
         with atomic_dir(out_dir) as tmp:
             (tmp / SKIPPED_FILE).write_text(reason + "\n", encoding="utf-8")
-        tracking.write_run_json(root / CONTROL_RUN, skipped=reason)
+        run_file.write(root / CONTROL_RUN, skipped=reason)
         return {"skipped": reason}
     torch.set_num_threads(default_threads(params.scoring.num_threads))
     tracking.configure(params.tracking, root=root)
@@ -49,6 +50,6 @@ def run_control_model(params: Params, root: str | os.PathLike[str] = ".", *, pro
         save_continued(result, out_dir)
         log_training(result)
         tracking.log_dict(result.summary, "control_model_summary.json")
-        tracking.write_run_json(root / CONTROL_RUN, run_id=run.info.run_id, model_dir=params.calibrate.control_dir,
-                                fingerprint=fingerprint_dir(out_dir))
+        run_file.write(root / CONTROL_RUN, run_id=run.info.run_id, model_dir=params.calibrate.control_dir,
+                       fingerprint=fingerprint_dir(out_dir))
     return result.summary
