@@ -58,7 +58,9 @@ class LmHeldoutConfig(Section):
     languages: tuple[str, ...] = Field(
         ("en", "uk", "ru"), description="[] = no held-out text (prepare writes none; lm_quality is skipped)")
     max_chars: int = Field(100_000, gt=0, description="held-out characters per language")
-    chunk_chars: int = Field(1000, ge=50, description="characters per scored chunk (cut at line breaks)")
+    chunk_chars: int = Field(
+        300, ge=50, description="characters per scored chunk (cut at line breaks); within the default model's "
+                                "128-token training length")
 
 
 class DataConfig(Section):
