@@ -6,6 +6,7 @@ import difflib
 
 import pandas as pd
 import pytest
+import torch
 from fakes import FakeScorer
 from oracles import encode, naive_logprob, naive_pll
 from tiny_models import build_tiny_bert
@@ -81,6 +82,8 @@ def test_causal_equals_lm_eval_harness_rules(prepared, tiny_scorer, tiny_causal_
 def test_masked_equals_original_metric_py(prepared):
     """The authors' mask_unigram loop: sent1/sent2 swapped for antistereo, scores rounded to 3 decimals."""
     model, tokenizer = build_tiny_bert()
+    with torch.no_grad():  # a random tiny BERT is near-uniform: its PLL differences (~1e-4) vanish in the
+        model.get_input_embeddings().weight.mul_(30.0)  # authors' 3-decimal rounding; sharper logits keep them
     result = BENCHMARK.run(MaskedScorer(model, tokenizer), prepared, {}, CTX)
     data = PAIRS  # metric.py reads every row of the file
     stereo = antistereo = neutral = 0
