@@ -221,19 +221,6 @@ x = `{accuracy}`, y = `{bias}`; data in `bias_vs_accuracy.csv`.
 
 
 # --------------------------------------------------------------------------- entry point
-@dataclass
-class ReportFiles:
-    report_md: Path
-    summary_csv: Path
-    bias_vs_accuracy_csv: Path
-    bias_vs_accuracy_json: Path
-    bias_vs_accuracy_png: Path
-    side_by_side_dir: Path
-    paper_dir: Path
-    comparison_md: Path | None = None  # headline metrics vs base (``biaslab compare``'s table)
-    comparison_html: Path | None = None
-
-
 def write_report(
     params: Params,
     root: str | os.PathLike[str] = ".",
@@ -243,7 +230,7 @@ def write_report(
     accuracy: str | None = None,
     bias: str | None = None,
     log_to_mlflow: bool = True,
-) -> ReportFiles:
+) -> paths.ReportFiles:
     """Build every table and the plot into ``out_dir``; log them in a ``report`` MLflow run.
 
     ``accuracy`` / ``bias``: the plot's metrics; ``None`` = ``tune.accuracy_metric`` / ``tune.gap_metric``.
@@ -257,11 +244,7 @@ def write_report(
     bias = bias or params.tune.gap_metric
     summary = summary_frame(inputs)
     points = bias_vs_accuracy(inputs, accuracy, bias)
-    files = ReportFiles(
-        out / "report.md", out / "summary.csv",
-        out / "bias_vs_accuracy.csv", out / "bias_vs_accuracy.json", out / "bias_vs_accuracy.png", out / "side_by_side",
-        out / "paper",
-    )
+    files = paths.ReportFiles.under(out)
     atomic_write_text(files.summary_csv, summary.to_csv(index=False))
     atomic_write_text(files.bias_vs_accuracy_csv, points.to_csv(index=False))
     atomic_write_text(files.bias_vs_accuracy_json, json.dumps(
@@ -276,7 +259,6 @@ def write_report(
     from biaslab import comparison
 
     headline_table = _comparison(params, inputs)
-    files.comparison_md, files.comparison_html = out / "comparison.md", out / "comparison.html"
     if headline_table is not None:
         atomic_write_text(files.comparison_md, comparison.to_markdown(headline_table))
         atomic_write_text(files.comparison_html, comparison.to_html(headline_table))
@@ -300,7 +282,7 @@ def _comparison(params: Params, inputs: ReportInputs, base: str = "base"):
     return comparison.compare({v: vm.metrics for v, vm in inputs.metrics.items()}, headlines, base)
 
 
-def _log(params: Params, root: Path, files: ReportFiles) -> None:
+def _log(params: Params, root: Path, files: paths.ReportFiles) -> None:
     from biaslab import tracking
 
     tracking.configure(params.tracking, root=root)

@@ -1,14 +1,19 @@
-"""The fixed output paths of the pipeline, spelled once (relative to the project root).
+"""Every output path of the pipeline, spelled once (relative to the project root).
 
-Directories the user configures live in ``params.yaml`` (``data.prepared_dir``, ``model.output_dir``,
-``variants.<v>.model_dir``, ``tune.output_dir``, ``lora.checkpoint_dir``) and are read from
-:class:`~biaslab.config.Params`; the paths below are not configurable, and ``dvc.yaml`` names the same
-ones in its ``outs``/``metrics``.
+Two kinds: fixed paths (``metrics/<variant>.json``, ``runs/<stage>.json``, ``reports/…``), defined
+here, and directories the user configures in ``params.yaml`` (``data.prepared_dir``,
+``model.output_dir``, ``variants.<v>.model_dir``, ``tune.output_dir``, ``lora.checkpoint_dir``), read
+from :class:`~biaslab.config.Params`. :func:`stage_outputs` lists both per DVC stage;
+``tests/pipeline/test_output_paths.py`` checks that it equals the ``outs``/``metrics``/``plots`` of
+``dvc.yaml``, so the two cannot drift.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
+
+from biaslab.config import Params
 
 METRICS_DIR = Path("metrics")
 RUNS_DIR = Path("runs")
@@ -40,3 +45,50 @@ def tables_dir(variant: str) -> Path:
 def run_file(stage: str, item: str | None = None) -> Path:
     """``runs/<stage>.json``, or ``runs/<stage>_<item>.json`` for a ``foreach`` stage (one per item)."""
     return RUNS_DIR / (f"{stage}_{item}.json" if item else f"{stage}.json")
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What the ``report`` stage writes under ``reports/``."""
+
+    report_md: Path
+    summary_csv: Path
+    bias_vs_accuracy_csv: Path
+    bias_vs_accuracy_json: Path
+    bias_vs_accuracy_png: Path
+    side_by_side_dir: Path
+    paper_dir: Path
+    comparison_md: Path  # headline metrics vs base (``biaslab compare``'s table)
+    comparison_html: Path
+
+    @classmethod
+    def under(cls, out_dir: str | Path = REPORTS_DIR) -> "ReportFiles":
+        out = Path(out_dir)
+        return cls(out / "report.md", out / "summary.csv", out / "bias_vs_accuracy.csv",
+                   out / "bias_vs_accuracy.json", out / "bias_vs_accuracy.png", out / "side_by_side", out / "paper",
+                   out / "comparison.md", out / "comparison.html")
+
+    def all(self) -> list[Path]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
+def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[Path]:
+    """Every path DVC stage ``stage`` (``item``: its ``foreach`` item) writes, as ``dvc.yaml`` declares them."""
+    if stage == "prepare":
+        return [Path(params.data.prepared_dir)]
+    if stage == "base_model":
+        return [Path(params.model.output_dir), run_file("base_model")]
+    if stage == "edit_embeddings":
+        return [Path(params.variant(item).model_dir), run_file("edit_embeddings", item)]
+    if stage == "tune":
+        return [Path(params.tune.output_dir), run_file("tune")]
+    if stage == "finetune":
+        return [Path(params.variant("lora").model_dir), Path(params.lora.checkpoint_dir), run_file("finetune")]
+    if stage == "evaluate":
+        return [metric_values_file(item), metrics_file(item), predictions_dir(item), tables_dir(item),
+                run_file("evaluate", item)]
+    if stage == "register":
+        return [run_file("register")]
+    if stage == "report":
+        return ReportFiles.under().all()
+    raise KeyError(f"{stage!r}: no outputs known; add the stage to biaslab.outputs.paths.stage_outputs")
