@@ -20,8 +20,8 @@ from biaslab.outputs import paths, run_file
 
 CONTROL = "control"
 PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
-REPORT = paths.REPORTS_DIR / "calibration.md"
-TABLE = paths.REPORTS_DIR / "calibration.csv"
+REPORT = paths.CALIBRATION_REPORT
+TABLE = paths.CALIBRATION_TABLE
 RUN_FILE = paths.run_file("calibrate")
 
 

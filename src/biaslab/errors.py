@@ -3,7 +3,7 @@
 Every error that names a wrong key, file, row, variant or missing input derives from
 :class:`BiaslabError` (``ConfigError``, ``DataError``, ``ModelLoadError``, ``EvaluationError``,
 ``RegistryError``, ``MissingInputError``, …). A stage turns exactly these into one clean line on
-stderr and exit code 1 (:func:`biaslab.stage_entry.run_stage`); anything else is a bug and keeps
+stderr and exit code 1 (:func:`biaslab.stages.entry.run_stage`); anything else is a bug and keeps
 its traceback.
 """
 

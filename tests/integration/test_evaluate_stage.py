@@ -178,7 +178,7 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker),
            "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "pipelines" / "evaluate_variant.py"), "--variant", "slow",
+        [sys.executable, "-m", "biaslab.stages.evaluate", "--variant", "slow",
          "--params", "params_kill.yaml"], cwd=root, env=env,
     )
     deadline = time.time() + 300

@@ -1,6 +1,6 @@
 """DVC code deps = import closure: a code change must re-run every stage whose code it changes.
 
-For each stage of ``dvc.yaml`` (``python pipelines/<stage>.py`` or ``python -m biaslab.<module>``) the test
+For each stage of ``dvc.yaml`` (``python -m biaslab.stages.<stage>``) the test
 computes the set of files inside ``src/biaslab`` that the stage can execute: everything its script or module imports, statically,
 anywhere in a file (lazy imports inside functions included), transitively, with every package
 ``__init__.py`` on the way; plus the modules imported by name (the benchmarks of ``evaluation.benchmarks.*.module``, the
@@ -32,7 +32,7 @@ SRC = ROOT / "src"
 PACKAGE = "biaslab"
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-STAGE_CMD = re.compile(r"^python (?:-m (?P<module>biaslab(?:\.\w+)+)|(?P<script>pipelines/\w+\.py))(\s|$)")
+STAGE_CMD = re.compile(r"^python -m (?P<module>biaslab\.stages\.\w+)(\s|$)")
 
 
 def _benchmark_modules() -> set[str]:
@@ -139,10 +139,10 @@ def stage_bodies():
 
 
 def stage_module(body: dict) -> str:
-    """The stage's entry: ``pipelines/<stage>.py`` or the module run with ``python -m``."""
+    """The stage's module: ``dvc.yaml`` runs ``python -m biaslab.stages.<stage>``, so its code is one hop away."""
     match = STAGE_CMD.match(body["cmd"])
-    assert match, f"cmd {body['cmd']!r} is neither `python pipelines/<stage>.py` nor `python -m biaslab.<module>`"
-    return match.group("module") or match.group("script")
+    assert match, f"cmd {body['cmd']!r} is not `python -m biaslab.stages.<stage>`"
+    return match.group("module")
 
 
 def source_files(rel: str) -> set[Path]:

@@ -1,6 +1,6 @@
 """LoRA fine-tuning with TRL's ``SFTTrainer`` and PEFT, resumable after an interruption.
 
-    python pipelines/finetune.py                  # the DVC stage: models/base + data/prepared -> models/lora
+    python -m biaslab.stages.finetune                  # the DVC stage: models/base + data/prepared -> models/lora
 
 What it does (GBEM-UA paper §LoRA, defaults from ``params.yaml`` ``lora:``):
 

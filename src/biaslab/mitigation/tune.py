@@ -1,6 +1,6 @@
 """Optuna multi-objective search over LoRA hyper-parameters: accuracy up, gender gap down.
 
-    python pipelines/tune.py                 # the DVC stage (also: a worker; start more to share the study)
+    python -m biaslab.stages.tune                 # the DVC stage (also: a worker; start more to share the study)
 
 Each trial samples LoRA hyper-parameters (``tune.search_space`` over :data:`DEFAULT_SEARCH_SPACE`),
 trains an adapter on the fine-tune professions for at most ``trial_max_steps`` optimizer steps and

@@ -20,6 +20,8 @@ RUNS_DIR = Path("runs")
 REPORTS_DIR = Path("reports")
 PREDICTIONS_DIR = Path("data") / "predictions"
 TABLES_DIR = REPORTS_DIR / "tables"
+CALIBRATION_REPORT = REPORTS_DIR / "calibration.md"
+CALIBRATION_TABLE = REPORTS_DIR / "calibration.csv"
 
 
 def metrics_file(variant: str) -> Path:
@@ -77,16 +79,23 @@ def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[P
     if stage == "prepare":
         return [Path(params.data.prepared_dir)]
     if stage == "base_model":
-        return [Path(params.model.output_dir), run_file("base_model")]
+        return [Path(params.model.output_dir), Path(params.model.pretrain.planted_bias.checkpoint_dir),
+                run_file("base_model")]
+    if stage == "control_model":
+        return [Path(params.calibrate.control_dir), run_file("control_model")]
     if stage == "edit_embeddings":
         return [Path(params.variant(item).model_dir), run_file("edit_embeddings", item)]
     if stage == "tune":
         return [Path(params.tune.output_dir), run_file("tune")]
     if stage == "finetune":
-        return [Path(params.variant("lora").model_dir), Path(params.lora.checkpoint_dir), run_file("finetune")]
+        return [Path(params.variant(item).model_dir), Path(params.lora_for(item).checkpoint_dir),
+                run_file("finetune", item)]
     if stage == "evaluate":
         return [metric_values_file(item), metrics_file(item), predictions_dir(item), tables_dir(item),
                 run_file("evaluate", item)]
+    if stage == "calibrate":  # evaluates the control model as a variant, then compares
+        return [*stage_outputs("evaluate", params, "control"), CALIBRATION_REPORT, CALIBRATION_TABLE,
+                run_file("calibrate")]
     if stage == "register":
         return [run_file("register")]
     if stage == "report":

@@ -1,6 +1,6 @@
 """Train the offline default model: byte-level BPE tokenizer, then a small Llama, with a plain torch loop.
 
-    python pipelines/base_model.py --params params.yaml      # the DVC stage; this module is its library
+    python -m biaslab.stages.base_model --params params.yaml      # the DVC stage; this module is its library
 
 Steps (all deterministic for the same params, corpus and thread count):
 
@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from biaslab.config import PretrainConfig
+from biaslab.errors import MissingInputError
 from biaslab.pretrain.corpus import LanguageSplit
 
 IGNORE_INDEX = -100  # label value that cross-entropy skips (padding of the last validation block)
@@ -377,7 +378,7 @@ def load_checkpoint(ckpt_dir: Path, cfg: PretrainConfig) -> tuple[TrainState, An
     ckpt_dir = Path(ckpt_dir)
     record_path = ckpt_dir / CHECKPOINT_STATE
     if not record_path.is_file():
-        raise FileNotFoundError(f"{record_path}: not a training checkpoint (run the pretrain stage first)")
+        raise MissingInputError(f"{record_path}: not a training checkpoint (run the base_model stage first: dvc repro base_model)")
     record = json.loads(record_path.read_text(encoding="utf-8"))
     tokenizer = AutoTokenizer.from_pretrained(ckpt_dir)
     model = LlamaForCausalLM.from_pretrained(ckpt_dir, use_safetensors=True, dtype=torch.float32)

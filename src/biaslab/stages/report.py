@@ -1,6 +1,6 @@
 """DVC stage ``report``: side-by-side tables of all variants, a bias-vs-accuracy plot, logged to MLflow.
 
-    python pipelines/report.py --params params.yaml
+    python -m biaslab.stages.report --params params.yaml
 
 Reads ``metrics/<variant>.json``, ``reports/tables/<variant>/`` and ``runs/register.json``; writes
 ``reports/report.md``, ``reports/{summary,bias_vs_accuracy}.csv``,
@@ -14,7 +14,7 @@ import sys
 
 from biaslab.config import load_params
 from biaslab.report import write_report
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
 def main(argv: list[str] | None = None) -> int:

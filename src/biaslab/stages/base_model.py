@@ -1,6 +1,6 @@
 """DVC stage ``base_model``: snapshot ``model.source`` into ``models/base``, or train the offline default model.
 
-    python pipelines/base_model.py --params params.yaml
+    python -m biaslab.stages.base_model --params params.yaml
 
 Outputs ``models/base/`` (safetensors + tokenizer + training_summary.json or snapshot.json) and
 ``runs/base_model.json``; logs one MLflow run (see docs/base_model.md).
@@ -14,14 +14,14 @@ import sys
 
 from biaslab.config import load_params
 from biaslab.pretrain.stage import run_base_model
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage("base_model", lambda: run(args))
 
 

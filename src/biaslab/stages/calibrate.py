@@ -1,6 +1,6 @@
 """DVC stage ``calibrate``: does every benchmark see the planted bias, and does every mitigation remove it?
 
-    python pipelines/calibrate.py --params params.yaml
+    python -m biaslab.stages.calibrate --params params.yaml
 
 Evaluates the control model, compares it with the planted default model and every mitigation variant, and
 writes ``reports/calibration.md`` / ``reports/calibration.csv`` (see ``biaslab.calibrate_stage``).
@@ -12,13 +12,13 @@ import argparse
 import sys
 
 from biaslab.config import load_params
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage("calibrate", lambda: run(args))
 
 

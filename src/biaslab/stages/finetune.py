@@ -1,6 +1,6 @@
 """Stage `finetune`: LoRA fine-tune of models/base on gender-neutral GBEM-UA examples -> models/lora.
 
-    python pipelines/finetune.py --variant lora   # resumes from the lora checkpoint_dir after an interruption
+    python -m biaslab.stages.finetune --variant lora   # resumes from the lora checkpoint_dir after an interruption
 
 Hyper-parameters: params.yaml `lora:`, overridden by the tune stage's best trial
 (`<tune.output_dir>/best_params.json`) when `lora.use_tuned` is true.
@@ -14,15 +14,15 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
-from biaslab.stage_entry import run_stage
-from biaslab.stage_inputs import base_model_dir, prepared_table
+from biaslab.stages.entry import run_stage
+from biaslab.stages.inputs import base_model_dir, prepared_table
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--variant", default="lora", help="a method: lora variant (its lora_overrides apply)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage("finetune", lambda: run(args))
 
 

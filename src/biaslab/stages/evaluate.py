@@ -1,6 +1,6 @@
 """Stage `evaluate@<variant>`: every enabled benchmark on one variant, logged to MLflow.
 
-    python pipelines/evaluate_variant.py --variant base
+    python -m biaslab.stages.evaluate --variant base
 
 (Not named evaluate.py: a script directory comes first on sys.path and would shadow the HF `evaluate` package.)
 """
@@ -11,14 +11,14 @@ from pathlib import Path
 
 from biaslab.config import load_params
 from biaslab.evaluation import evaluate_variant
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", required=True, help="a variant name from params.yaml `variants`")
     parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage(f"evaluate@{args.variant}", lambda: run(args))
 
 

@@ -1,7 +1,7 @@
 """Stage `tune`: Optuna multi-objective search over LoRA hyper-parameters -> models/tune/best_params.json.
 
-    python pipelines/tune.py                  # the DVC stage; resumes the study (tune.storage) if it exists
-    python pipelines/tune.py --no-track       # an extra worker on the same study (another shell/machine)
+    python -m biaslab.stages.tune                  # the DVC stage; resumes the study (tune.storage) if it exists
+    python -m biaslab.stages.tune --no-track       # an extra worker on the same study (another shell/machine)
 
 `tune.n_trials` is the total the study should reach: every worker runs only the missing trials. For
 workers on several machines, point `tune.storage` at an RDB URL (e.g. postgresql://...) instead of
@@ -16,17 +16,17 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
 from biaslab.outputs import paths, run_file
-from biaslab.stage_entry import run_stage
-from biaslab.stage_inputs import base_model_dir, prepared_table
+from biaslab.stages.entry import run_stage
+from biaslab.stages.inputs import base_model_dir, prepared_table
 
 RUN_FILE = paths.run_file("tune")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--no-track", action="store_true", help="worker mode: no MLflow runs, no runs/tune.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage("tune", lambda: run(args))
 
 

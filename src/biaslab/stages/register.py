@@ -1,6 +1,6 @@
 """DVC stage ``register``: every variant becomes a version of ``registry.model_name``.
 
-    python pipelines/register.py --params params.yaml [--flavor transformers|artifacts]
+    python -m biaslab.stages.register --params params.yaml [--flavor transformers|artifacts]
 
 Full models are logged with the MLflow ``transformers`` flavour (``--flavor artifacts``: a verified byte
 copy, faster); LoRA adapters / embedding hooks as artifacts referencing the base's version; the prompt
@@ -17,7 +17,7 @@ import sys
 from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, write_register_json
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
 def main(argv: list[str] | None = None) -> int:

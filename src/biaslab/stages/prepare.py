@@ -1,6 +1,6 @@
 """DVC stage ``prepare``: validate the raw datasets and write ``data/prepared/`` (docs/data.md).
 
-    python pipelines/prepare.py --params params.yaml
+    python -m biaslab.stages.prepare --params params.yaml
 
 Exits non-zero with a message naming the file, row and column when the input data are bad; the
 report (rows read / dropped / fixed per file) is also logged to MLflow as ``prepare_report.json``.
@@ -14,7 +14,7 @@ import sys
 from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.data.prepare import REPORT_FILE, prepare
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The clean-error contract every ``pipelines/*.py`` stage script shares.
+"""The clean-error contract every stage (:mod:`biaslab.stages`) shares.
 
 A stage run from ``dvc repro`` (or by hand) either succeeds with exit code 0, or fails with exit
 code 1 and one line on stderr, ``<stage> failed: <cause>``, when the cause is one of the project's

@@ -1,6 +1,6 @@
 """DVC stage ``control_model``: the planted bias's counterbalanced control -> ``calibrate.control_dir``.
 
-    python pipelines/control_model.py --params params.yaml
+    python -m biaslab.stages.control_model --params params.yaml
 
 Continues the base model's shared checkpoint (``model.pretrain.planted_bias.checkpoint_dir``) with the
 planted sentences' genders counterbalanced; see ``biaslab.calibrate_stage`` and docs/planted_bias.md.
@@ -13,14 +13,14 @@ import json
 import sys
 
 from biaslab.config import load_params
-from biaslab.stage_entry import run_stage
+from biaslab.stages.entry import run_stage
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage("control_model", lambda: run(args))
 
 

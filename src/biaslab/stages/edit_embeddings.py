@@ -1,6 +1,6 @@
 """Stage ``edit_embeddings@<variant>``: Bolukbasi soft/hard embedding debiasing of ``models/base``.
 
-    python pipelines/edit_embeddings.py --variant soft
+    python -m biaslab.stages.edit_embeddings --variant soft
 
 Writes ``models/<variant>/`` (edited checkpoint, or variant.json + embedding_hook.safetensors, with
 edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow run.
@@ -12,15 +12,15 @@ import sys
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
-from biaslab.stage_entry import run_stage
-from biaslab.stage_inputs import base_model_dir
+from biaslab.stages.entry import run_stage
+from biaslab.stages.inputs import base_model_dir
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", required=True)
     parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     return run_stage(f"edit_embeddings@{args.variant}", lambda: run(args.variant, args.params))
 
 
