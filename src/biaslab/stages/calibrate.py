@@ -12,12 +12,11 @@ import argparse
 import sys
 
 from biaslab.config import load_params
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import run_stage, stage_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser = stage_parser(__doc__)
     args = parser.parse_args(argv)
     return run_stage("calibrate", lambda: run(args))
 

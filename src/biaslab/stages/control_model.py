@@ -13,12 +13,11 @@ import json
 import sys
 
 from biaslab.config import load_params
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import run_stage, stage_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    parser = stage_parser(__doc__)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     args = parser.parse_args(argv)
     return run_stage("control_model", lambda: run(args))

@@ -12,6 +12,7 @@ gets here.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 
@@ -19,6 +20,13 @@ from biaslab.errors import BiaslabError
 
 MESSAGE = "{stage} failed: {exc}"
 """The stderr line of a failed stage, e.g. ``evaluate@x failed: unknown variant 'x'; params.yaml defines: …``."""
+
+
+def stage_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The command line every stage starts from: its docstring as help, ``--params params.yaml``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    return parser
 
 
 def run_stage(stage: str, body: Callable[[], object]) -> int:

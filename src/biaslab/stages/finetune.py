@@ -14,13 +14,12 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import run_stage, stage_parser
 from biaslab.stages.inputs import base_model_dir, prepared_table
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--params", default="params.yaml")
+    parser = stage_parser(__doc__)
     parser.add_argument("--variant", default="lora", help="a method: lora variant (its lora_overrides apply)")
     args = parser.parse_args(argv)
     return run_stage("finetune", lambda: run(args))

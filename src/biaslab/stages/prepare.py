@@ -14,12 +14,11 @@ import sys
 from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.data.prepare import REPORT_FILE, prepare
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import run_stage, stage_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
+    parser = stage_parser(__doc__)
     args = parser.parse_args(argv)
     return run_stage("prepare", lambda: run(args))
 

@@ -17,12 +17,11 @@ import sys
 from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, write_register_json
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import run_stage, stage_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
+    parser = stage_parser(__doc__)
     parser.add_argument("--flavor", choices=FLAVORS, default="transformers", help="how full models are logged")
     parser.add_argument("--metrics-dir", default="metrics")
     args = parser.parse_args(argv)

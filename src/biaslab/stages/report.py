@@ -14,12 +14,11 @@ import sys
 
 from biaslab.config import load_params
 from biaslab.report import write_report
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import run_stage, stage_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml", help="path to params.yaml")
+    parser = stage_parser(__doc__)
     parser.add_argument("--accuracy", default=None, help="x axis of the bias-vs-accuracy plot (default: tune.accuracy_metric)")
     parser.add_argument("--bias", default=None, help="y axis of the bias-vs-accuracy plot (default: tune.gap_metric)")
     args = parser.parse_args(argv)
