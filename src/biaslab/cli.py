@@ -90,6 +90,35 @@ def variants(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
         table.add_row(name, cfg.method, str(versions.get(name, "–")), (vm and vm.model_fingerprint) or "–",
                       *cells, str(len(vm.metrics)) if vm else "not evaluated", cfg.description)
     _console().print(table)
+    _print_champion_check(params, root)
+
+
+def _print_champion_check(params, root: Path) -> None:
+    """Under ``biaslab variants``: the champion and whether the gate approved it (``promote --verify``'s check).
+
+    Nothing is printed when there is no local run store yet; a store that cannot be read says so in one line
+    instead of failing the listing."""
+    from mlflow import MlflowClient
+
+    from biaslab import access, promotions, tracking
+
+    uri = tracking.resolve_tracking_uri(params.tracking, root)
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
+        return
+    console = _console()
+    try:
+        with access.refusals(uri):
+            check = promotions.verify_champion(MlflowClient(uri), params)
+    except Exception as exc:  # the listing stays useful without the registry (a refusal, a server down)
+        console.print(f"champion: not checked ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        return
+    if check.version is None:
+        console.print(f"champion: none (no @{promotions.CHAMPION} alias on {check.model_name})")
+    elif check.ok:
+        console.print(f"champion: version {check.version} (variant {check.variant or '?'}), approved by the gate")
+    else:
+        console.print(f"champion: version {check.version} (variant {check.variant or '?'}) "
+                      f"[red]FLAGGED:[/] {'; '.join(check.problems)} (see `biaslab promote --verify`)")
 
 
 @app.command("show-metrics")

@@ -98,6 +98,25 @@ def test_promote_refused_then_approved(project: Path):
     assert client.get_model_version("cli-model", versions["worse"]).tags["promotion.decision"] == "refused"
 
 
+def test_variants_shows_whether_the_gate_approved_the_champion(project: Path):
+    from mlflow import MlflowClient
+
+    assert runner.invoke(app, ["promote", "good", "--root", str(project)]).exit_code == 0
+    listed = runner.invoke(app, ["variants", "--root", str(project)])
+    assert listed.exit_code == 0, listed.output
+    assert "champion: version" in listed.output and "approved" in listed.output and "FLAGGED" not in listed.output
+
+    versions = json.loads((project / "runs" / "register.json").read_text())["versions"]
+    client = MlflowClient()
+    client.set_registered_model_alias("cli-model", "champion", versions["base"])  # behind the gate's back
+    try:
+        flagged = runner.invoke(app, ["variants", "--root", str(project)])
+        assert flagged.exit_code == 0, flagged.output  # the listing still works; the champion line flags it
+        assert "FLAGGED" in flagged.output and "no gate record" in " ".join(flagged.output.split())
+    finally:
+        client.set_registered_model_alias("cli-model", "champion", versions["good"])
+
+
 def test_promote_unknown_variant_lists_known_ones(project: Path):
     result = runner.invoke(app, ["promote", "nope", "--root", str(project)])
     assert result.exit_code == EXIT_ERROR
