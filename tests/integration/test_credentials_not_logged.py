@@ -6,7 +6,23 @@ artifact, is in test_team_server.py.)
 
 from __future__ import annotations
 
+import pytest
+
 from biaslab.config import TrackingConfig
+
+
+@pytest.fixture(autouse=True)
+def _leave_mlflow_as_found(monkeypatch):
+    """Undo what ``tracking.configure`` sets process-wide - the tracking URI and the active experiment, which
+    MLflow also writes to ``MLFLOW_EXPERIMENT_ID`` - so the next test module starts from a clean slate
+    (left behind, test_evaluate_stage found no 'biaslab' experiment in its own store)."""
+    import mlflow
+    import mlflow.tracking.fluent as fluent
+
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
+    monkeypatch.setattr(fluent, "_active_experiment_id", None)
+    yield
+    mlflow.set_tracking_uri(None)
 
 
 def test_tags_params_and_logged_dicts_are_redacted(monkeypatch, tmp_path):
