@@ -375,7 +375,7 @@ def serve(
     from mlflow import MlflowClient
 
     from biaslab.registry import REGISTER_JSON
-    from biaslab.serving.command import ServeTargetError, curl_example, resolve_target, serve_command
+    from biaslab.serving.command import ServeTargetError, curl_example, resolve_target, serve_command, serve_env
 
     params = _load(root, params_file)
     tracking.configure(params.tracking, root=root)
@@ -385,7 +385,7 @@ def serve(
     except ServeTargetError as exc:
         _fail(str(exc))
     command = serve_command(uri, host, port)
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow.get_tracking_uri()}
+    env = serve_env(os.environ, MLFLOW_TRACKING_URI=mlflow.get_tracking_uri())
     console = _console()
     console.print(f"{params.registry.model_name} version {version}: {uri}", highlight=False)
     console.print(f"MLFLOW_TRACKING_URI={env['MLFLOW_TRACKING_URI']} {shlex.join(command)}", highlight=False,

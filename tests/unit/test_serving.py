@@ -134,9 +134,9 @@ def registered(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
 
 def _fresh_process_predict(root: Path, tracking_uri: str, requests: dict[str, list[dict]]) -> dict:
     out = root / "answers.json"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri,
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
-                                          os.environ.get("PYTHONPATH", "")])}
+    env = serve_env(os.environ, MLFLOW_TRACKING_URI=tracking_uri,
+                    PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                                os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", LOAD_AND_PREDICT, MODEL, json.dumps(requests), str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -267,15 +267,15 @@ def test_mlflow_models_serve_on_loopback_answers_the_contract(registered):
     import time
     import urllib.request
 
-    from biaslab.serving.command import example_request, serve_command
+    from biaslab.serving.command import example_request, serve_command, serve_env
 
     root, params, versions, tracking_uri = registered
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri,
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
-                                          os.environ.get("PYTHONPATH", "")])}
+    env = serve_env(os.environ, MLFLOW_TRACKING_URI=tracking_uri,
+                    PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                                os.environ.get("PYTHONPATH", "")]))
     log = (root / "serve.log").open("w")
     server = subprocess.Popen(serve_command(f"models:/{MODEL}@champion", "127.0.0.1", port), env=env,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -388,3 +388,18 @@ def test_a_full_package_loads_without_a_registry_and_honours_the_device_map(tmp_
     reference = make_scorer(load_model(checkpoint, dtype="float32")).loglikelihood(
         [Request(c, x) for c, x in LOGLIKELIHOOD])
     assert list(rows["logprob"]) == pytest.approx([s.logprob for s in reference], abs=1e-5)
+
+
+def test_the_serve_environment_finds_this_environments_uvicorn():
+    """MLflow runs ``exec uvicorn`` through the shell: this interpreter's bin comes first on PATH, even when the
+    virtualenv is not activated (``.venv/bin/biaslab serve``, ``make test``)."""
+    import sys
+
+    from biaslab.serving.command import serve_env
+
+    bin_dir = str(Path(sys.executable).parent)
+    env = serve_env({"PATH": "/usr/bin:/bin", "KEEP": "1"}, MLFLOW_TRACKING_URI="sqlite:///x.db")
+    assert env["PATH"].split(os.pathsep) == [bin_dir, "/usr/bin", "/bin"]
+    assert env["KEEP"] == "1" and env["MLFLOW_TRACKING_URI"] == "sqlite:///x.db"
+    assert serve_env({})["PATH"] == bin_dir
+    assert (Path(bin_dir) / "uvicorn").exists()  # what mlflow's scoring server is started with

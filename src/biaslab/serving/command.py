@@ -9,8 +9,10 @@ in the current environment (``--env-manager local``: biaslab's loader must be im
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,18 @@ def serve_command(model_uri: str, host: str = "127.0.0.1", port: int = 5001) -> 
     """``mlflow models serve`` of ``model_uri`` in this environment."""
     return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
             "-h", host, "-p", str(port)]
+
+
+def serve_env(environ: Mapping[str, str], **extra: str) -> dict[str, str]:
+    """The environment for :func:`serve_command`: ``environ`` plus ``extra``, with this interpreter's
+    ``bin`` directory first on ``PATH``.
+
+    MLflow starts the scoring server with ``exec uvicorn …`` through the shell, so ``uvicorn`` must be on
+    ``PATH``; run as ``.venv/bin/biaslab serve`` (or ``.venv/bin/python -m pytest``) without an activated
+    virtualenv it is not, and the server dies with "uvicorn: not found"."""
+    bin_dir = str(Path(sys.executable).parent)
+    path = environ.get("PATH", "")
+    return {**environ, **extra, "PATH": os.pathsep.join([bin_dir, path]) if path else bin_dir}
 
 
 def example_request(masked: bool = False) -> dict[str, Any]:
