@@ -134,9 +134,9 @@ def registered(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
 
 def _fresh_process_predict(root: Path, tracking_uri: str, requests: dict[str, list[dict]]) -> dict:
     out = root / "answers.json"
-    env = serve_env(os.environ, MLFLOW_TRACKING_URI=tracking_uri,
-                    PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
-                                                os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", LOAD_AND_PREDICT, MODEL, json.dumps(requests), str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
