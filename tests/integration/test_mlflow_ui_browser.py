@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tracking_server import stop
 
 pytestmark = pytest.mark.slow
 
@@ -118,11 +119,7 @@ def server(store):
             time.sleep(1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def dom(url: str, expected: list[str], tmp_path: Path, attempts: int = 3) -> str:

@@ -87,9 +87,14 @@ def running_server(workdir: Path, backend_store: str, *, auth: AuthSettings | No
                 time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a test server, killing it if it has not exited within 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
