@@ -85,25 +85,35 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
                 artifact_root.mkdir(parents=True, exist_ok=True)
                 location = artifact_root.as_uri()
             try:
-                experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=location)
+                experiment_id = mlflow.create_experiment(cfg.experiment, artifact_location=location,
+                                                         tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                experiment = mlflow.get_experiment(experiment_id)
             except Exception as exc:  # another process created it first (a refusal is not that)
                 if access.is_refusal(exc):
                     raise
-                experiment_id = mlflow.get_experiment_by_name(cfg.experiment).experiment_id
-            experiment = None
+                experiment = mlflow.get_experiment_by_name(cfg.experiment)
+                experiment_id = experiment.experiment_id
         _mark_model_development(mlflow, experiment_id, experiment)
         mlflow.set_experiment(experiment_id=experiment_id)
     return experiment_id
 
 
-def _mark_model_development(mlflow: Any, experiment_id: str, experiment: Any | None) -> None:
-    """Tag the experiment as model development (new and existing ones), so the UI opens on its runs."""
-    if experiment is not None and experiment.tags.get(EXPERIMENT_KIND_TAG) == EXPERIMENT_KIND:
+def _mark_model_development(mlflow: Any, experiment_id: str, experiment: Any) -> None:
+    """Tag an experiment made before the tag existed as model development, so the UI opens on its runs.
+
+    New experiments get the tag when they are created. Several stages may start at once against one
+    server (``dvc exp run --queue`` workers): when two of them tag the same experiment, the loser's
+    insert fails on the store's unique key - harmless once the tag is there, so it is read back.
+    """
+    if experiment.tags.get(EXPERIMENT_KIND_TAG) == EXPERIMENT_KIND:
         return
+    client = mlflow.MlflowClient()
     try:
-        mlflow.MlflowClient().set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     except Exception as exc:  # a reader of a team server (the promoter) may not tag; a writer or the admin does
-        if not access.is_refusal(exc):
+        if access.is_refusal(exc):
+            return
+        if client.get_experiment(experiment_id).tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
             raise
 
 
