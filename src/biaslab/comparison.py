@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 import importlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -228,7 +228,6 @@ def to_html(comparison: Comparison, title: str = "biaslab: variants vs base") ->
 def to_rich(comparison: Comparison, title: str | None = None) -> Any:
     """A ``rich.table.Table`` of the same table (green better, red worse, dim within the CIs)."""
     from rich.table import Table
-    from rich.text import Text
 
     table = Table(title=title or f"variants vs {comparison.base} (headline metrics)", caption=LEGEND,
                   caption_justify="left")
@@ -236,6 +235,20 @@ def to_rich(comparison: Comparison, title: str | None = None) -> Any:
     table.add_column("metric")
     for v in comparison.variants:
         table.add_column(f"{v} (base)" if v == comparison.base else v, justify="right")
+    add_rich_rows(table, comparison, value_text, delta_text, "\n")
+    return table
+
+
+def add_rich_rows(table: Any, comparison: Comparison, value_of: Callable[[Any], str],
+                  mark_of: Callable[[Any], str], separator: str) -> None:
+    """Add one row per metric to a ``rich`` table: per variant its value, then its change against the base.
+
+    The change is green when better, red when worse, dim when within the CIs; a missing metric is "–".
+    The benchmark name is written on its first row only. Shared by ``biaslab compare`` (value and delta
+    on two lines) and the stage summaries (value and an arrow on one).
+    """
+    from rich.text import Text
+
     previous = None
     for row in comparison.rows:
         cells: list[Any] = []
@@ -244,11 +257,10 @@ def to_rich(comparison: Comparison, title: str | None = None) -> Any:
             if cell is None:
                 cells.append("–")
                 continue
-            text = Text(value_text(cell))
+            text = Text(value_of(cell))
             if cell.delta is not None:
                 style = {"better": "green", "worse": "red"}.get(cell.verdict or "", "")
-                text.append("\n" + delta_text(cell), style=(style + ("" if cell.beyond_ci else " dim")).strip())
+                text.append(separator + mark_of(cell), style=(style + ("" if cell.beyond_ci else " dim")).strip())
             cells.append(text)
         table.add_row("" if row.benchmark == previous else row.benchmark, metric_label(row), *cells)
         previous = row.benchmark
-    return table

@@ -16,7 +16,3 @@ class BiaslabError(Exception):
 
 class MissingInputError(BiaslabError, FileNotFoundError):
     """A stage input (a file another stage writes) does not exist; the message names the stage to run."""
-
-
-class MissingInputError(BiaslabError, FileNotFoundError):
-    """A stage input (a file another stage writes) does not exist; the message names the stage to run."""

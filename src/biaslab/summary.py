@@ -65,30 +65,15 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
 
 def _compact_table(comparison: Comparison) -> Any:
     from rich.table import Table
-    from rich.text import Text
 
-    from biaslab.comparison import metric_label, number
+    from biaslab.comparison import add_rich_rows, number
 
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     table.add_column("benchmark")
     table.add_column("headline metric")
     for v in comparison.variants:
         table.add_column(v, justify="right")
-    previous = None
-    for row in comparison.rows:
-        cells: list[Any] = []
-        for v in comparison.variants:
-            cell = row.cells.get(v)
-            if cell is None:
-                cells.append("–")
-                continue
-            text = Text(number(cell.value))
-            if cell.delta is not None:
-                style = {"better": "green", "worse": "red"}.get(cell.verdict or "", "")
-                text.append(" " + cell.mark, style=(style + ("" if cell.beyond_ci else " dim")).strip())
-            cells.append(text)
-        table.add_row("" if row.benchmark == previous else row.benchmark, metric_label(row), *cells)
-        previous = row.benchmark
+    add_rich_rows(table, comparison, lambda cell: number(cell.value), lambda cell: cell.mark, " ")
     return table
 
 
