@@ -8,12 +8,14 @@ A :class:`DatasetRef` names one dataset a stage read, with
   corpus's held-out documents; :func:`subset`) gets the md5 of ``<DVC digest>:<selection>`` and records
   the DVC digest and the selection as tags;
 * ``source`` - where it comes from: its path as ``dvc.yaml`` names it (the data mirror, ``data/prepared``),
-  or the pinned public origin (``https://github.com/<repo>/tree/<commit>``) when there is no mirror copy;
+  or the pinned public origin (``https://github.com/<repo>/tree/<commit>``) when there is no mirror copy
+  (:mod:`biaslab.data.provenance` makes the raw datasets' and corpora's refs);
 * ``context`` - what the stage used it for: ``train``, ``validation``, ``eval``, or ``raw`` (the raw files
   ``prepare`` validates).
 
 :func:`biaslab.tracking.log_datasets` turns them into MLflow dataset inputs (the runs table's *Dataset*
-column). Nothing here imports MLflow.
+column). Nothing here imports MLflow or the data modules (stages that only read ``data/prepared`` do not
+depend on how raw data are found).
 """
 
 from __future__ import annotations
@@ -110,33 +112,3 @@ def directory(path: str | os.PathLike[str], name: str, context: Context, *, sour
     """A directory DVC tracks as one dependency (a mirror folder, a corpus)."""
     path = Path(path)
     return DatasetRef(name, source or path.as_posix(), dvc_digest(path), context, None, {"dvc_path": path.as_posix()})
-
-
-def pinned_origin(dataset: str) -> str | None:
-    """``https://github.com/<repo>/tree/<commit>`` of the repository a mirror folder was copied from."""
-    from biaslab.data.sources import DERIVED, REMOTE
-
-    for key, remote in [*REMOTE.items(), *((k, d.source) for k, d in DERIVED.items())]:
-        if key.split("/", 1)[0] == dataset:
-            return f"https://github.com/{remote.repo}/tree/{remote.commit}"
-    return None
-
-
-def raw_dataset(mirror_dir: str | os.PathLike[str], dataset: str, *,
-                download_dir: str | os.PathLike[str] | None = None) -> DatasetRef | None:
-    """A raw dataset ``prepare`` reads: the mirror folder when present, else its downloaded copy.
-
-    The digest is DVC's of the folder it was read from; the source is the mirror path, or the pinned
-    origin when the files were downloaded. ``None`` when neither exists (nothing was read).
-    """
-    mirror = Path(mirror_dir) / dataset
-    if mirror.is_dir():
-        ref = directory(mirror, dataset, "raw")
-        origin = pinned_origin(dataset)
-        return DatasetRef(ref.name, ref.source, ref.digest, "raw", None,
-                          {**ref.tags, **({"pinned_origin": origin} if origin else {})})
-    if download_dir is not None and (Path(download_dir) / dataset).is_dir():
-        origin = pinned_origin(dataset)
-        ref = directory(Path(download_dir) / dataset, dataset, "raw", source=origin)
-        return DatasetRef(ref.name, ref.source, ref.digest, "raw", None, {**ref.tags, "downloaded": "true"})
-    return None

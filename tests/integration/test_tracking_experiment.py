@@ -67,6 +67,7 @@ def test_datasets_are_logged_with_dvc_digest_source_and_context(store):
     import pandas as pd
 
     from biaslab import lineage
+    from biaslab.data import provenance
 
     tracking.configure(TrackingConfig(experiment="lineage"), root=store)
     frame = pd.DataFrame({"profession": ["a", "b", "c"], "split": ["finetune", "finetune", "validation"]})
@@ -79,7 +80,7 @@ def test_datasets_are_logged_with_dvc_digest_source_and_context(store):
     refs = [
         lineage.subset(whole, "split == 'finetune'", "train", frame=frame[frame.split == "finetune"]),
         lineage.subset(whole, "split == 'validation'", "validation", frame=frame[frame.split == "validation"]),
-        lineage.raw_dataset(store / "mirror", "rubia"),
+        provenance.raw_dataset(store / "mirror", "rubia"),
     ]
     with tracking.stage_run("tune") as run:
         tracking.log_datasets(refs)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from biaslab import lineage
+from biaslab.data import provenance
 
 
 def _tree(root: Path) -> Path:
@@ -64,11 +65,48 @@ def test_prepared_table_and_its_subset(tmp_path):
 def test_raw_dataset_from_mirror_or_pinned_origin(tmp_path):
     (tmp_path / "mirror" / "crows_pairs").mkdir(parents=True)
     (tmp_path / "mirror" / "crows_pairs" / "x.csv").write_text("1\n")
-    ref = lineage.raw_dataset(tmp_path / "mirror", "crows_pairs")
+    ref = provenance.raw_dataset(tmp_path / "mirror", "crows_pairs")
     assert ref.source == (tmp_path / "mirror" / "crows_pairs").as_posix() and ref.context == "raw"
     assert ref.tags["pinned_origin"].startswith("https://github.com/nyu-mll/crows-pairs/tree/")
     (tmp_path / "raw" / "rubia").mkdir(parents=True)
     (tmp_path / "raw" / "rubia" / "rubia.tsv").write_text("a\tb\n")
-    ref = lineage.raw_dataset(tmp_path / "mirror", "rubia", download_dir=tmp_path / "raw")
+    ref = provenance.raw_dataset(tmp_path / "mirror", "rubia", download_dir=tmp_path / "raw")
     assert ref.source.startswith("https://github.com/vergrig/RuBia-Dataset/tree/") and ref.tags["downloaded"] == "true"
-    assert lineage.raw_dataset(tmp_path / "mirror", "winogender", download_dir=tmp_path / "raw") is None
+    assert provenance.raw_dataset(tmp_path / "mirror", "winogender", download_dir=tmp_path / "raw") is None
+
+
+def test_raw_datasets_are_the_mirror_folders_prepare_depends_on():
+    """What ``prepare`` logs as raw inputs is what DVC tracks for it: the ``${mirror}/<dataset>`` deps."""
+    dvc = yaml.safe_load((Path(__file__).resolve().parents[2] / "dvc.yaml").read_text(encoding="utf-8"))
+    deps = [d.split("/", 1)[1] for d in dvc["stages"]["prepare"]["deps"] if d.startswith("${mirror}/")]
+    assert tuple(deps) == provenance.RAW_DATASETS
+
+
+def test_corpus_parts_differ_and_follow_the_split_settings(tmp_path):
+    from biaslab.config import PretrainConfig
+
+    (tmp_path / "corpora" / "en").mkdir(parents=True)
+    (tmp_path / "corpora" / "en" / "en_corpus.txt").write_text("doc\n")
+    cfg = PretrainConfig(languages=["en"], validation_documents={"en": 2})
+    train, validation = provenance.corpus_datasets(tmp_path / "corpora", cfg)
+    whole = lineage.dvc_digest(tmp_path / "corpora")
+    assert (train.context, validation.context) == ("train", "validation") and train.digest != validation.digest
+    assert train.digest == lineage.subset_digest(whole, train.tags["selection"]) and train.tags["dvc_md5"] == whole
+    other = provenance.corpus_datasets(tmp_path / "corpora", cfg.model_copy(update={"validation_chars": 7}))
+    assert other[0].digest != train.digest and other[1].digest != validation.digest
+
+
+def test_planted_text_is_identified_by_its_answer_key(tmp_path):
+    import json
+
+    from biaslab.pretrain.datasets import planted_text
+    from biaslab.pretrain.phases import PLANTED_FILE
+
+    assert planted_text(tmp_path) is None
+    (tmp_path / PLANTED_FILE).write_text(json.dumps({"enabled": False}))
+    assert planted_text(tmp_path) is None
+    (tmp_path / PLANTED_FILE).write_text(json.dumps({"enabled": True, "direction": "balanced",
+                                                     "params": {"dose": 0.5, "strength": 3.0}}))
+    ref = planted_text(tmp_path)
+    assert ref.name == "planted_text" and ref.context == "train" and ref.tags["direction"] == "balanced"
+    assert ref.digest == lineage.dvc_digest(tmp_path / PLANTED_FILE)

@@ -3,7 +3,8 @@
     python -m biaslab.stages.base_model --params params.yaml
 
 Outputs ``models/base/`` (safetensors + tokenizer + training_summary.json or snapshot.json) and
-``runs/base_model.json``; logs one MLflow run (see docs/base_model.md).
+``runs/base_model.json``; logs one MLflow run (see docs/base_model.md) with the corpora's train/validation
+documents and the planted text as its dataset inputs.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import argparse
 import json
 import sys
 
+from biaslab import tracking
 from biaslab.config import load_params
-from biaslab.pretrain.stage import run_base_model
+from biaslab.outputs import run_file
+from biaslab.pretrain.datasets import pretraining
+from biaslab.pretrain.stage import RUN_JSON, run_base_model
 from biaslab.stages.entry import run_stage, stage_parser
 
 
@@ -25,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    summary = run_base_model(load_params(args.params), progress=not args.no_progress)
+    params = load_params(args.params)
+    summary = run_base_model(params, progress=not args.no_progress)
+    tracking.log_datasets(pretraining(params, params.model.output_dir), run_id=run_file.read(RUN_JSON)["run_id"])
     keys = ("steps", "stopped_by", "minutes", "val_ppl", "unigram_ppl", "source")
     print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=2))
 

@@ -4,6 +4,7 @@
 
 Continues the base model's shared checkpoint (``model.pretrain.planted_bias.checkpoint_dir``) with the
 planted sentences' genders counterbalanced; see ``biaslab.calibrate_stage`` and docs/planted_bias.md.
+Its MLflow run logs the corpora's train/validation documents and the counterbalanced planted text as inputs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import argparse
 import json
 import sys
 
+from biaslab import tracking
 from biaslab.config import load_params
+from biaslab.outputs import run_file
 from biaslab.stages.entry import run_stage, stage_parser
 
 
@@ -24,9 +27,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    from biaslab.pretrain.control import run_control_model
+    from biaslab.pretrain.control import CONTROL_RUN, run_control_model
+    from biaslab.pretrain.datasets import pretraining
 
-    summary = run_control_model(load_params(args.params), progress=not args.no_progress)
+    params = load_params(args.params)
+    summary = run_control_model(params, progress=not args.no_progress)
+    run_id = run_file.read(CONTROL_RUN).get("run_id")
+    if run_id:  # none when there is no planted bias to control for (the stage only wrote why)
+        tracking.log_datasets(pretraining(params, params.calibrate.control_dir), run_id=run_id)
     print(json.dumps({k: summary[k] for k in ("steps", "stopped_by", "minutes", "val_ppl") if k in summary}, indent=2))
 
 

@@ -12,6 +12,7 @@ import sys
 from biaslab import tracking
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
+from biaslab.stages.datasets import embedding_word_lists
 from biaslab.stages.entry import run_stage
 from biaslab.stages.inputs import base_model_dir
 
@@ -37,6 +38,7 @@ def run(variant_name: str, params_path: str) -> None:
     with tracking.stage_run("edit_embeddings", variant=variant_name,
                             tags={"base_fingerprint": fingerprint_dir(base_dir)}) as r:
         tracking.log_params({"embedding_debias": cfg.model_dump(), "variant": variant.model_dump()})
+        tracking.log_datasets(embedding_word_lists(params))
         report = fit_embedding_variant(base_dir=base_dir, cfg=cfg, mode=variant.embedding_mode,
                                        apply=variant.embedding_apply, prepared_dir=params.data.prepared_dir,
                                        out_dir=variant.model_dir, base_ref=params.model.output_dir,

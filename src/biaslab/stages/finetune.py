@@ -14,6 +14,7 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
+from biaslab.stages.datasets import lora_training
 from biaslab.stages.entry import run_stage, stage_parser
 from biaslab.stages.inputs import base_model_dir, prepared_table
 
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> None:
             "tuned": bool(overrides)}
     with tracking.stage_run("finetune", variant=variant_name, tags=tags) as mlflow_run:
         tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
+        tracking.log_datasets(lora_training(params, frame))
         result = finetune(params.model.output_dir, frame, cfg, variant.model_dir, add_bos=params.scoring.add_bos,
                           prompt_format=params.evaluation.prompt_format)
         for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),

@@ -3,7 +3,8 @@
     python -m biaslab.stages.prepare --params params.yaml
 
 Exits non-zero with a message naming the file, row and column when the input data are bad; the
-report (rows read / dropped / fixed per file) is also logged to MLflow as ``prepare_report.json``.
+report (rows read / dropped / fixed per file) is also logged to MLflow as ``prepare_report.json``, and each
+raw dataset folder read as a dataset input (context ``raw``, digest = DVC's, source = mirror or pinned origin).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.data.prepare import REPORT_FILE, prepare
+from biaslab.data.provenance import raw_datasets
 from biaslab.stages.entry import run_stage, stage_parser
 
 
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> None:
     with tracking.stage_run("prepare"):
         tracking.log_params({"data": params.data.model_dump()})
         tracking.log_dict(report, REPORT_FILE)
+        heldout = params.data.lm_heldout  # the corpora are read for lm_quality's held-out text only
+        tracking.log_datasets(raw_datasets(params.data, corpora=bool(heldout.languages) and not heldout.texts_dir))
     print(f"prepared {sum(report['tables'].values())} rows in {len(report['tables'])} tables "
           f"-> {params.data.prepared_dir}")
 

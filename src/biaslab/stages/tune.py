@@ -16,6 +16,7 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
 from biaslab.outputs import paths, run_file
+from biaslab.stages.datasets import lora_training
 from biaslab.stages.entry import run_stage, stage_parser
 from biaslab.stages.inputs import base_model_dir, prepared_table
 
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> None:
         tracking.configure(params.tracking)
         with tracking.stage_run("tune", tags={"base_fingerprint": fingerprint_dir(base)}) as mlflow_run:
             tracking.log_params({"tune": params.tune.model_dump(mode="json"), "lora": params.lora.model_dump()})
+            tracking.log_datasets(lora_training(params, frame))
             result = tune(base, frame, params.tune, params.lora, options=options, **formatting)
             run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
                                     best_trial=result.best_trial, best_params=result.best_params,

@@ -1,0 +1,145 @@
+"""Data lineage: each stage's MLflow run (a real SQLite store) lists the data it read as dataset inputs,
+each with the digest DVC records for the same data (a selection's digest derived from it).
+
+The stages run as ``dvc repro`` runs them (``biaslab.stages.<stage>.main``) in a small project: the real
+data mirror prepared with ``data.sample``, the session's tiny model as ``models/base``, a few training steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from biaslab import lineage
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _inputs(root: Path, stage: str, variant: str | None = None) -> dict[tuple[str, str], dict]:
+    """``{(dataset name, context): {"digest", "source", "tags"}}`` of the stage's (newest) run."""
+    import json
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("biaslab")
+    query = f"tags.stage = '{stage}'" + (f" and tags.variant = '{variant}'" if variant else "")
+    runs = [r for r in client.search_runs([experiment.experiment_id], filter_string=query, order_by=["start_time DESC"])
+            if "mlflow.parentRunId" not in r.data.tags]  # not tune's trials
+    assert runs, f"no MLflow run of stage {stage}"
+    assert runs[0].info.status == "FINISHED"
+    got = {}
+    for item in client.get_run(runs[0].info.run_id).inputs.dataset_inputs:
+        tags = {t.key: t.value for t in item.tags}
+        got[(item.dataset.name, tags.pop("mlflow.data.context"))] = {
+            "digest": item.dataset.digest, "source": json.loads(item.dataset.source), "tags": tags}
+    return got
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, mirror, tiny_tokenizer, tiny_causal_model):
+    """A project folder with params.yaml; ``prepare`` already ran through its stage entry point."""
+    import mlflow
+
+    root = tmp_path_factory.mktemp("lineage")
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    raw["data"].update(mirror_dir=str(mirror), prepared_dir="data/prepared", sample={"per_group": 2, "seed": 0})
+    raw["data"]["lm_heldout"]["max_chars"] = 2000
+    raw.setdefault("tracking", {})["tracking_uri"] = "sqlite:///mlruns/mlflow.db"
+    raw["lora"].update(max_steps=1, use_tuned=False, per_device_batch_size=2, gradient_accumulation_steps=1,
+                       eval_steps=0, logging_steps=1, save_steps=100, checkpoint_dir="models/lora_checkpoints")
+    raw["tune"].update(n_trials=1, trial_max_steps=1, objective="logprob")
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    tiny_causal_model.save_pretrained(root / "models" / "base")
+    tiny_tokenizer.save_pretrained(root / "models" / "base")
+    mp = pytest.MonkeyPatch()
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    mp.chdir(root)
+    from biaslab.stages import prepare
+
+    assert prepare.main(["--params", "params.yaml"]) == 0
+    yield root
+    mp.undo()
+    mlflow.set_tracking_uri(None)
+
+
+def test_prepare_logs_each_raw_dataset_folder_with_dvc_digest(project, mirror):
+    from biaslab.data.provenance import RAW_DATASETS
+
+    got = _inputs(project, "prepare")
+    assert {name for name, _ in got} == {name for name in RAW_DATASETS if (mirror / name).is_dir()}
+    for (name, context), item in got.items():
+        assert context == "raw"
+        assert item["digest"] == lineage.dvc_digest(mirror / name)  # == the ${mirror}/<name> entry of dvc.lock
+        assert Path(item["source"]["uri"]) == mirror / name
+    assert got[("crows_pairs", "raw")]["tags"]["pinned_origin"].startswith("https://github.com/nyu-mll/crows-pairs/")
+
+
+def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
+    import pandas as pd
+
+    from biaslab.stages import finetune, tune
+
+    assert tune.main(["--params", "params.yaml"]) == 0
+    assert finetune.main(["--params", "params.yaml", "--variant", "lora"]) == 0
+    table = project / "data" / "prepared" / "gbem_ua.parquet"
+    frame = pd.read_parquet(table)
+    for stage in ("tune", "finetune"):
+        got = _inputs(project, stage)
+        assert set(got) == {("gbem_ua", "train"), ("gbem_ua", "validation")}
+        for (_, context), item in got.items():
+            split = "finetune" if context == "train" else "validation"
+            assert item["tags"]["dvc_md5"] == lineage.dvc_digest(table)
+            assert item["digest"] == lineage.subset_digest(lineage.dvc_digest(table), f"split == {split!r}")
+        n_rows = {c: i for (_, c), i in got.items()}
+        assert n_rows["train"]["tags"]["selection"] == "split == 'finetune'"
+    assert (frame["split"] == "finetune").any() and (frame["split"] == "validation").any()
+
+
+def test_edit_embeddings_logs_its_word_list_tables(project):
+    from biaslab.stages import edit_embeddings
+
+    assert edit_embeddings.main(["--params", "params.yaml", "--variant", "soft"]) == 0
+    got = _inputs(project, "edit_embeddings", "soft")
+    assert {name for name, _ in got} == {"gender_pairs", "gbem_ua", "occugender_jobs", "winobias"}
+    for (name, context), item in got.items():
+        assert context == "train"
+        assert item["digest"] == lineage.dvc_digest(project / "data" / "prepared" / f"{name}.parquet")
+
+
+def test_base_model_logs_corpus_train_and_validation_documents(tmp_path, monkeypatch):
+    """A tiny pretraining through the stage entry point: the corpora folder as its train/validation parts."""
+    import json
+
+    import mlflow
+
+    from biaslab.pretrain.corpus import write_corpus
+    from biaslab.stages import base_model
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for lang in ("en", "uk"):
+        write_corpus(tmp_path / "corpora", lang, [f"{lang} text number {i}\nsecond line {i}" for i in range(6)])
+    pretrain = {"corpus_dir": "corpora", "languages": ["en", "uk"], "chars_per_language": 5_000,
+                "validation_documents": 2, "validation_chars": 500, "vocab_size": 280, "hidden_size": 16,
+                "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+                "seq_len": 8, "batch_size": 2, "warmup_steps": 1, "max_steps": 2, "eval_every": 1,
+                "planted_bias": {"enabled": False}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "model": {"pretrain": pretrain}, "scoring": {"num_threads": 1},
+        "tracking": {"tracking_uri": "sqlite:///mlruns/mlflow.db"}}), encoding="utf-8")
+    try:
+        assert base_model.main(["--params", "params.yaml", "--no-progress"]) == 0
+        got = _inputs(tmp_path, "base_model")
+    finally:
+        mlflow.set_tracking_uri(None)
+    whole = lineage.dvc_digest(tmp_path / "corpora")
+    assert set(got) == {("corpora", "train"), ("corpora", "validation")}
+    for (_, context), item in got.items():
+        assert item["tags"]["dvc_md5"] == whole
+        assert item["digest"] == lineage.subset_digest(whole, item["tags"]["selection"])
+        assert json.loads(item["tags"]["selection"])["validation_documents"] == 2
+    assert got[("corpora", "train")]["digest"] != got[("corpora", "validation")]["digest"]
