@@ -346,6 +346,17 @@ def log_datasets(datasets: Iterable[Any], *, run_id: str | None = None) -> None:
             mlflow.MlflowClient().log_inputs(run_id, datasets=inputs)
 
 
+def metric_history(run_id: str, keys: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
+    """``{key: [(step, value), ...]}`` of a run's metrics named in ``keys`` (a key ending in ``_`` or ``/``
+    is a prefix: ``val/ppl_`` = every language), for the keys the run has."""
+    client = _mlflow().MlflowClient()
+    wanted = tuple(keys)
+    with access.refusals():
+        logged = sorted(client.get_run(run_id).data.metrics)
+        chosen = [k for k in logged if any(k == w or (w.endswith(("_", "/")) and k.startswith(w)) for w in wanted)]
+        return {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in chosen}
+
+
 def active_run_id() -> str | None:
     run = _mlflow().active_run()
     return run.info.run_id if run else None

@@ -18,13 +18,17 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _client(root: Path):
+    import mlflow
+
+    return mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+
+
 def _inputs(root: Path, stage: str, variant: str | None = None) -> dict[tuple[str, str], dict]:
     """``{(dataset name, context): {"digest", "source", "tags"}}`` of the stage's (newest) run."""
     import json
 
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    client = _client(root)
     experiment = client.get_experiment_by_name("biaslab")
     query = f"tags.stage = '{stage}'" + (f" and tags.variant = '{variant}'" if variant else "")
     runs = [r for r in client.search_runs([experiment.experiment_id], filter_string=query, order_by=["start_time DESC"])
@@ -94,9 +98,15 @@ def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
             split = "finetune" if context == "train" else "validation"
             assert item["tags"]["dvc_md5"] == lineage.dvc_digest(table)
             assert item["digest"] == lineage.subset_digest(lineage.dvc_digest(table), f"split == {split!r}")
-        n_rows = {c: i for (_, c), i in got.items()}
-        assert n_rows["train"]["tags"]["selection"] == "split == 'finetune'"
+        by_context = {c: i for (_, c), i in got.items()}
+        assert by_context["train"]["tags"]["selection"] == "split == 'finetune'"
     assert (frame["split"] == "finetune").any() and (frame["split"] == "validation").any()
+    # the LoRA loss curve as a dvc plots file: the points the finetune run logged
+    from biaslab.outputs import curves, paths, run_file
+
+    run_id = run_file.read(paths.run_file("finetune", "lora"))["run_id"]
+    logged = [(m.step, m.value) for m in _client(project).get_metric_history(run_id, "train/loss")]
+    assert logged and curves.read(paths.curves_dir("finetune", "lora")) == {"train_loss": logged}
 
 
 def test_edit_embeddings_logs_its_word_list_tables(project):
@@ -110,7 +120,7 @@ def test_edit_embeddings_logs_its_word_list_tables(project):
         assert item["digest"] == lineage.dvc_digest(project / "data" / "prepared" / f"{name}.parquet")
 
 
-def test_base_model_logs_corpus_train_and_validation_documents(tmp_path, monkeypatch):
+def test_base_model_logs_corpus_parts_and_writes_its_curves(tmp_path, monkeypatch):
     """A tiny pretraining through the stage entry point: the corpora folder as its train/validation parts."""
     import json
 
@@ -134,6 +144,9 @@ def test_base_model_logs_corpus_train_and_validation_documents(tmp_path, monkeyp
     try:
         assert base_model.main(["--params", "params.yaml", "--no-progress"]) == 0
         got = _inputs(tmp_path, "base_model")
+        run_id = json.loads((tmp_path / "runs" / "base_model.json").read_text())["run_id"]
+        history = {k: [(m.step, m.value) for m in _client(tmp_path).get_metric_history(run_id, k)]
+                   for k in ("train/loss", "val/ppl_en", "val/ppl_uk")}
     finally:
         mlflow.set_tracking_uri(None)
     whole = lineage.dvc_digest(tmp_path / "corpora")
@@ -143,3 +156,10 @@ def test_base_model_logs_corpus_train_and_validation_documents(tmp_path, monkeyp
         assert item["digest"] == lineage.subset_digest(whole, item["tags"]["selection"])
         assert json.loads(item["tags"]["selection"])["validation_documents"] == 2
     assert got[("corpora", "train")]["digest"] != got[("corpora", "validation")]["digest"]
+    # the curves as dvc plots files (reports/curves/base_model): the points the run logged, step by step
+    from biaslab.outputs import curves
+
+    written = curves.read(tmp_path / "reports" / "curves" / "base_model")
+    assert written == {"train_loss": history["train/loss"], "val_ppl_en": history["val/ppl_en"],
+                       "val_ppl_uk": history["val/ppl_uk"]}
+    assert [s for s, _ in written["train_loss"]] == [1, 2]

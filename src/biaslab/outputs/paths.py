@@ -22,6 +22,7 @@ PREDICTIONS_DIR = Path("data") / "predictions"
 TABLES_DIR = REPORTS_DIR / "tables"
 CALIBRATION_REPORT = REPORTS_DIR / "calibration.md"
 CALIBRATION_TABLE = REPORTS_DIR / "calibration.csv"
+CURVES_DIR = REPORTS_DIR / "curves"
 
 
 def metrics_file(variant: str) -> Path:
@@ -47,6 +48,11 @@ def tables_dir(variant: str) -> Path:
 def run_file(stage: str, item: str | None = None) -> Path:
     """``runs/<stage>.json``, or ``runs/<stage>_<item>.json`` for a ``foreach`` stage (one per item)."""
     return RUNS_DIR / (f"{stage}_{item}.json" if item else f"{stage}.json")
+
+
+def curves_dir(stage: str, item: str | None = None) -> Path:
+    """``reports/curves/<stage>[_<item>]/<series>.csv``: a training stage's curves (``dvc plots``)."""
+    return CURVES_DIR / (f"{stage}_{item}" if item else stage)
 
 
 @dataclass(frozen=True)
@@ -80,16 +86,16 @@ def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[P
         return [Path(params.data.prepared_dir)]
     if stage == "base_model":
         return [Path(params.model.output_dir), Path(params.model.pretrain.planted_bias.checkpoint_dir),
-                run_file("base_model")]
+                run_file("base_model"), curves_dir("base_model")]
     if stage == "control_model":
-        return [Path(params.calibrate.control_dir), run_file("control_model")]
+        return [Path(params.calibrate.control_dir), run_file("control_model"), curves_dir("control_model")]
     if stage == "edit_embeddings":
         return [Path(params.variant(item).model_dir), run_file("edit_embeddings", item)]
     if stage == "tune":
         return [Path(params.tune.output_dir), run_file("tune")]
     if stage == "finetune":
         return [Path(params.variant(item).model_dir), Path(params.lora_for(item).checkpoint_dir),
-                run_file("finetune", item)]
+                run_file("finetune", item), curves_dir("finetune", item)]
     if stage == "evaluate":
         return [metric_values_file(item), metrics_file(item), predictions_dir(item), tables_dir(item),
                 run_file("evaluate", item)]

@@ -4,7 +4,8 @@
 
 Outputs ``models/base/`` (safetensors + tokenizer + training_summary.json or snapshot.json) and
 ``runs/base_model.json``; logs one MLflow run (see docs/base_model.md) with the corpora's train/validation
-documents and the planted text as its dataset inputs.
+documents and the planted text as its dataset inputs; writes the training curves to
+``reports/curves/base_model/`` (``dvc plots show``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import json
 import sys
 
 from biaslab import tracking
+from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
-from biaslab.outputs import run_file
+from biaslab.outputs import curves, paths, run_file
 from biaslab.pretrain.datasets import pretraining
 from biaslab.pretrain.stage import RUN_JSON, run_base_model
 from biaslab.stages.entry import run_stage, stage_parser
@@ -30,8 +32,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     params = load_params(args.params)
+    remove_outputs(paths.curves_dir("base_model"))
     summary = run_base_model(params, progress=not args.no_progress)
-    tracking.log_datasets(pretraining(params, params.model.output_dir), run_id=run_file.read(RUN_JSON)["run_id"])
+    run_id = run_file.read(RUN_JSON)["run_id"]
+    tracking.log_datasets(pretraining(params, params.model.output_dir), run_id=run_id)
+    curves.write(paths.curves_dir("base_model"), tracking.metric_history(run_id, curves.PRETRAINING))
     keys = ("steps", "stopped_by", "minutes", "val_ppl", "unigram_ppl", "source")
     print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=2))
 

@@ -1,5 +1,7 @@
 """Stage `finetune`: LoRA fine-tune of models/base on gender-neutral GBEM-UA examples -> models/lora.
 
+Also writes the training loss curve to `reports/curves/finetune_<variant>/` (`dvc plots show`).
+
     python -m biaslab.stages.finetune --variant lora   # resumes from the lora checkpoint_dir after an interruption
 
 Hyper-parameters: params.yaml `lora:`, overridden by the tune stage's best trial
@@ -13,7 +15,7 @@ from pathlib import Path
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import ConfigError, load_params
-from biaslab.outputs import paths, run_file
+from biaslab.outputs import curves, paths, run_file
 from biaslab.stages.datasets import lora_training
 from biaslab.stages.entry import run_stage, stage_parser
 from biaslab.stages.inputs import base_model_dir, prepared_table
@@ -36,8 +38,8 @@ def run(args: argparse.Namespace) -> None:
     variant = params.variant(variant_name)
     if variant.method != "lora":
         raise ConfigError(f"finetune: variant {variant_name!r} has method {variant.method!r}, not lora")
-    run_json = paths.run_file("finetune", variant_name)
-    remove_outputs(run_json)
+    run_json, curves_dir = paths.run_file("finetune", variant_name), paths.curves_dir("finetune", variant_name)
+    remove_outputs(run_json, curves_dir)
     cfg = params.lora_for(variant_name)
     overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
     cfg = with_overrides(cfg, overrides)
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> None:
         tracking.set_tags({"resumed_from": result.resumed_from or "none",
                            **{f"training.{k}": v for k, v in result.training.items()}})  # the resolved precision plan
         tracking.log_artifact(variant.model_dir, "adapter")
+        curves.write(curves_dir, tracking.metric_history(mlflow_run.info.run_id, curves.LORA))
         run_file.write(run_json, run_id=mlflow_run.info.run_id, model_dir=variant.model_dir,
                        fingerprint=fingerprint_dir(variant.model_dir), variant=variant_name,
                                 hyperparameters=result.hyperparameters, global_step=result.global_step,
