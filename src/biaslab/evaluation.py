@@ -12,7 +12,8 @@ Outputs (all written atomically, so a killed evaluation leaves no metrics file):
   ``dvc metrics show`` / ``dvc metrics diff`` print one number per metric;
 * ``data/predictions/<variant>/<benchmark>__<table>.parquet`` - per-item rows to recompute any metric;
 * ``reports/tables/<variant>/<benchmark>__<table>.csv`` - paper-shaped summary tables;
-* one MLflow run with the metrics, direction/ideal tags, per-item tables and a readable summary.
+* one MLflow run with the metrics, direction/ideal tags, per-item tables and a readable summary, opened and
+  logged by the stage (:mod:`biaslab.stages.evaluate`): this module computes and writes, it does not log.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from biaslab import tracking
-from biaslab.atomic import atomic_dir, remove_outputs
+from biaslab.atomic import atomic_dir
 from biaslab.benchmarks.base import Benchmark, BenchmarkResult, EvalContext
-from biaslab.config import Params
+from biaslab.config import Params, VariantConfig
 from biaslab.errors import BiaslabError
 from biaslab.metrics.values import MetricValue
 from biaslab.mitigation.prompt import resolve_prompt_prefix
@@ -149,14 +150,40 @@ def summary_markdown(variant: str, source: str, metrics: dict[str, MetricValue])
     return "\n".join(lines) + "\n"
 
 
-def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) -> dict[str, MetricValue]:
-    """Run every enabled benchmark on one variant; write metrics, predictions, tables; log one MLflow run."""
+@dataclass
+class VariantUnderTest:
+    """One variant loaded for evaluation: its config, model, scorer and the shared evaluation context."""
+
+    name: str
+    variant: VariantConfig
+    loaded: Any  # biaslab.models.LoadedModel
+    scorer: Any
+    ctx: EvalContext
+    threads: int
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """What identifies the model evaluated (the evaluate run's tags)."""
+        return {"model_fingerprint": self.loaded.fingerprint, "model_source": self.loaded.source,
+                "method": self.variant.method, "model_kind": self.loaded.kind}
+
+
+@dataclass
+class Evaluation:
+    """Every enabled benchmark's output on one variant, before anything is written or logged."""
+
+    metrics: dict[str, MetricValue]
+    predictions: dict[str, pd.DataFrame]  # "<benchmark>__<table>" -> per-item rows
+    tables: dict[str, pd.DataFrame]  # "<benchmark>__<table>" -> paper-shaped summary table
+    timings: dict[str, float]  # benchmark -> seconds
+    summary: str  # summary_markdown()
+
+
+def load_variant(params: Params, variant_name: str, root: Path = Path(".")) -> VariantUnderTest:
+    """Load one variant's model and scorer on the configured device, with the evaluation context."""
     from biaslab.models import load_variant_model, make_scorer
 
     variant = params.variant(variant_name)
-    outputs = EvaluationOutputs.for_variant(variant_name, root)
-    remove_outputs(outputs.metrics, outputs.values, outputs.run_file)  # a failed run must not leave an old file looking new
-    prepared = root / params.data.prepared_dir
     ctx = EvalContext(
         seed=params.evaluation.seed,
         bootstrap_samples=params.evaluation.bootstrap_samples,
@@ -164,7 +191,6 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         trained_on=TRAINED_ON_BENCHMARKS if variant.method == "lora" else (),
     )
     threads = set_threads(params.scoring.num_threads)
-    tracking.configure(params.tracking, root)
     device, dtype = resolve_placement(params.scoring.device, params.scoring.dtype)
     loaded = load_variant_model(
         root / variant.model_dir,
@@ -177,59 +203,62 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     if params.model.device_map is None:  # with a device map, accelerate has placed the layers already
         loaded.model.to(device)
     scorer = make_scorer(loaded, params.scoring, prompt_format=params.evaluation.prompt_format)
+    return VariantUnderTest(variant_name, variant, loaded, scorer, ctx, threads)
+
+
+def run_params(params: Params, under_test: VariantUnderTest) -> dict[str, Any]:
+    """The evaluate run's params: the variant, the evaluation settings, scoring and threads."""
+    ctx = under_test.ctx
+    return {"variant": under_test.variant.model_dump(), "evaluation": {
+        "seed": ctx.seed, "bootstrap_samples": ctx.bootstrap_samples, "confidence": ctx.confidence,
+        "prompt_format": params.evaluation.prompt_format,
+        "benchmarks": {k: v.model_dump() for k, v in params.evaluation.benchmarks.items()}},
+        "scoring": params.scoring.model_dump(), "threads": under_test.threads}
+
+
+def run_benchmarks(params: Params, under_test: VariantUnderTest, root: Path = Path(".")) -> Evaluation:
+    """Run every enabled benchmark on the loaded variant; NaN/inf scores fail with the table and row named."""
+    prepared = root / params.data.prepared_dir
     all_metrics: dict[str, MetricValue] = {}
     predictions: dict[str, pd.DataFrame] = {}
     tables: dict[str, pd.DataFrame] = {}
-    tags = {"model_fingerprint": loaded.fingerprint, "model_source": loaded.source, "method": variant.method,
-            "model_kind": loaded.kind}
-    with tracking.stage_run("evaluate", variant=variant_name, tags=tags) as run:
-        tracking.log_params({"variant": variant.model_dump(), "evaluation": {
-            "seed": ctx.seed, "bootstrap_samples": ctx.bootstrap_samples, "confidence": ctx.confidence,
-            "prompt_format": params.evaluation.prompt_format,
-            "benchmarks": {k: v.model_dump() for k, v in params.evaluation.benchmarks.items()}},
-            "scoring": params.scoring.model_dump(), "threads": threads})
-        tracking.log_datasets(evaluation_datasets(params.evaluation.benchmarks, prepared))
-        timings: dict[str, float] = {}
-        for name, entry in params.evaluation.benchmarks.items():
-            if not entry.enabled:
-                continue
-            benchmark = load_benchmark(name, entry.module)
-            # a benchmark without a language (lm_quality: plain held-out text) never gets a prompt prefix
-            language = getattr(benchmark, "language", None)
-            prefix = resolve_prompt_prefix(variant, language, variant_name) if language else ""
-            lm = scorer.with_prefix(prefix) if prefix else scorer
-            start = time.perf_counter()
-            try:
-                result = benchmark.run(lm, prepared, dict(entry.options), ctx)
-            except NonFiniteScoreError as exc:
-                raise EvaluationError(f"benchmark {name}: {exc}; nothing was written (NaN/inf)") from exc
-            timings[name] = time.perf_counter() - start
-            check_finite(name, result)
-            all_metrics.update(result.metrics)
-            predictions.update({f"{name}__{t}": f for t, f in result.predictions.items()})
-            tables.update({f"{name}__{t}": f for t, f in result.tables.items()})
-        tracking.log_metric_values(all_metrics)
-        for name, seconds in timings.items():
-            tracking.log_metric(f"timing/{name}_seconds", seconds)
-        for name, frame in predictions.items():
-            tracking.log_table(frame.reset_index(drop=True), f"predictions/{name}.json")
-        for name, frame in tables.items():
-            tracking.log_text(frame.to_csv(), f"tables/{name}.csv")
-        summary = summary_markdown(variant_name, loaded.source, all_metrics)
-        tracking.log_text(summary, "summary.md")
-        run_id = run.info.run_id
+    timings: dict[str, float] = {}
+    for name, entry in params.evaluation.benchmarks.items():
+        if not entry.enabled:
+            continue
+        benchmark = load_benchmark(name, entry.module)
+        # a benchmark without a language (lm_quality: plain held-out text) never gets a prompt prefix
+        language = getattr(benchmark, "language", None)
+        prefix = resolve_prompt_prefix(under_test.variant, language, under_test.name) if language else ""
+        lm = under_test.scorer.with_prefix(prefix) if prefix else under_test.scorer
+        start = time.perf_counter()
+        try:
+            result = benchmark.run(lm, prepared, dict(entry.options), under_test.ctx)
+        except NonFiniteScoreError as exc:
+            raise EvaluationError(f"benchmark {name}: {exc}; nothing was written (NaN/inf)") from exc
+        timings[name] = time.perf_counter() - start
+        check_finite(name, result)
+        all_metrics.update(result.metrics)
+        predictions.update({f"{name}__{t}": f for t, f in result.predictions.items()})
+        tables.update({f"{name}__{t}": f for t, f in result.tables.items()})
+    summary = summary_markdown(under_test.name, under_test.loaded.source, all_metrics)
+    return Evaluation(all_metrics, predictions, tables, timings, summary)
 
-        with atomic_dir(outputs.predictions) as tmp:
-            for name, frame in predictions.items():
-                frame.to_parquet(tmp / f"{name}.parquet", index=False)
-        with atomic_dir(outputs.tables) as tmp:
-            for name, frame in tables.items():
-                frame.to_csv(tmp / f"{name}.csv")
-            (tmp / "summary.md").write_text(summary, encoding="utf-8")
-        metrics_file.write(
-            root, variant_name, all_metrics, method=variant.method, model_dir=variant.model_dir,
-            model_source=loaded.source, model_fingerprint=loaded.fingerprint, run_id=run_id,
-        )
-        run_file.write(outputs.run_file, run_id=run_id, model_dir=variant.model_dir,
-                       fingerprint=loaded.fingerprint, variant=variant_name)
-    return all_metrics
+
+def write_outputs(outputs: EvaluationOutputs, under_test: VariantUnderTest, evaluation: Evaluation, run_id: str,
+                  root: Path = Path(".")) -> None:
+    """Predictions, tables, the metrics files and the run file of one evaluated variant, each atomically."""
+    with atomic_dir(outputs.predictions) as tmp:
+        for name, frame in evaluation.predictions.items():
+            frame.to_parquet(tmp / f"{name}.parquet", index=False)
+    with atomic_dir(outputs.tables) as tmp:
+        for name, frame in evaluation.tables.items():
+            frame.to_csv(tmp / f"{name}.csv")
+        (tmp / "summary.md").write_text(evaluation.summary, encoding="utf-8")
+    variant, loaded = under_test.variant, under_test.loaded
+    metrics_file.write(
+        root, under_test.name, evaluation.metrics, method=variant.method, model_dir=variant.model_dir,
+        model_source=loaded.source, model_fingerprint=loaded.fingerprint, run_id=run_id,
+    )
+    run_file.write(outputs.run_file, run_id=run_id, model_dir=variant.model_dir,
+                   fingerprint=loaded.fingerprint, variant=under_test.name)

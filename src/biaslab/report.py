@@ -17,7 +17,7 @@ own paper-shaped tables) and ``runs/register.json`` (registry versions, optional
 The seed papers' own tables come from the benchmarks (``paper_tables()``, see
 :mod:`biaslab.benchmarks.base`), so this module knows no benchmark by name.
 
-All of it is logged to MLflow in a ``report`` run. Missing metrics become empty cells, never errors:
+The ``report`` stage (:mod:`biaslab.stages.report`) logs all of it to MLflow in a ``report`` run. Missing metrics become empty cells, never errors:
 a benchmark disabled in params simply has no columns.
 """
 
@@ -229,9 +229,8 @@ def write_report(
     metrics_dir: str = "metrics",
     accuracy: str | None = None,
     bias: str | None = None,
-    log_to_mlflow: bool = True,
 ) -> paths.ReportFiles:
-    """Build every table and the plot into ``out_dir``; log them in a ``report`` MLflow run.
+    """Build every table and the plot into ``out_dir``; returns where each file is.
 
     ``accuracy`` / ``bias``: the plot's metrics; ``None`` = ``tune.accuracy_metric`` / ``tune.gap_metric``.
     """
@@ -267,8 +266,6 @@ def write_report(
         atomic_write_text(files.comparison_md, note)
         atomic_write_text(files.comparison_html, f"<!doctype html><meta charset=utf-8><p>{note}</p>\n")
     atomic_write_text(files.report_md, report_markdown(inputs, summary, accuracy, bias, headline_table))
-    if log_to_mlflow:
-        _log(params, root, files)
     return files
 
 
@@ -280,18 +277,3 @@ def _comparison(params: Params, inputs: ReportInputs, base: str = "base"):
         return None
     headlines = comparison.headline_metrics(params.evaluation.benchmarks)
     return comparison.compare({v: vm.metrics for v, vm in inputs.metrics.items()}, headlines, base)
-
-
-def _log(params: Params, root: Path, files: paths.ReportFiles) -> None:
-    from biaslab import tracking
-
-    tracking.configure(params.tracking, root=root)
-    with tracking.stage_run("report", tags={"variants": ",".join(params.variants)}):
-        for path in (files.report_md, files.summary_csv, files.bias_vs_accuracy_csv, files.bias_vs_accuracy_json,
-                     files.bias_vs_accuracy_png, files.comparison_md, files.comparison_html):
-            if path is not None:
-                tracking.log_artifact(path, "report")
-        if any(files.side_by_side_dir.iterdir()):
-            tracking.log_artifact(files.side_by_side_dir, "report/side_by_side")
-        if any(files.paper_dir.iterdir()):
-            tracking.log_artifact(files.paper_dir, "report/paper")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from biaslab import access
 from biaslab.config import TrackingConfig
 from biaslab.credentials import check_tracking_uri, redact
 from biaslab.metrics.values import MetricValue
+from biaslab.provenance import git_commit  # noqa: F401  (tracking.git_commit: part of this module's API)
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 # The experiment tag MLflow's UI reads for the kind of an experiment: its kind selector writes it, and
@@ -138,20 +138,6 @@ def ui_command(cfg: TrackingConfig, root: str | os.PathLike[str] = ".", *, host:
         artifact_root = Path(root).resolve() / artifact_root
     return [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
             "--default-artifact-root", artifact_root.as_uri(), "--host", host, "--port", str(port)]
-
-
-def git_commit(root: str | os.PathLike[str] = ".") -> str:
-    """The current git commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-        return f"{sha}-dirty" if dirty else sha
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _safe_tags(tags: Mapping[str, Any]) -> dict[str, str]:

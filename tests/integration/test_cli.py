@@ -11,6 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from biaslab import tracking
 from biaslab.cli import EXIT_ERROR, EXIT_REFUSED, app
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file
@@ -53,7 +54,7 @@ def project(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         tracking.configure(params.tracking, root=root)
-        result = registry.register_variants(params, root, flavor="artifacts")
+        result = registry.register_variants(params, root, log=tracking, flavor="artifacts")
         registry.write_register_json(result, "cli-model", root / "runs" / "register.json")
         yield root
     mlflow.set_tracking_uri(None)

@@ -74,7 +74,7 @@ def _mlflow_runs(root: Path, variant: str):
 
 
 def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
-    from biaslab.evaluation import evaluate_variant
+    from biaslab.stages.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -110,7 +110,7 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
 
 
 def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):
-    from biaslab.evaluation import evaluate_variant
+    from biaslab.stages.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -120,7 +120,7 @@ def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):
 
 
 def test_prompt_variant_uses_the_same_code_path_with_its_prefix(project, monkeypatch):
-    from biaslab.evaluation import evaluate_variant
+    from biaslab.stages.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -134,8 +134,9 @@ def test_prompt_variant_uses_the_same_code_path_with_its_prefix(project, monkeyp
 def test_nan_logprobs_fail_and_leave_nothing(project, monkeypatch, tiny_tokenizer):
     import torch
 
-    from biaslab.evaluation import EvaluationError, evaluate_variant
+    from biaslab.evaluation import EvaluationError
     from biaslab.pretrain.architecture import build_llama
+    from biaslab.stages.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -201,7 +202,7 @@ def test_a_masked_lm_variant_evaluates_end_to_end(project, monkeypatch):
     from tiny_models import build_tiny_bert
     from transformers import BertConfig, BertForMaskedLM
 
-    from biaslab.evaluation import evaluate_variant
+    from biaslab.stages.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)

@@ -86,7 +86,7 @@ def store(tmp_path_factory):
             (root / "metrics").mkdir(exist_ok=True)
             (root / "metrics" / f"{name}.json").write_text(json.dumps(
                 {"variant": name, "model_dir": f"models/{name}", "run_id": run.info.run_id, "metrics": records}))
-        result = registry.register_variants(params, root, flavor="artifacts")
+        result = registry.register_variants(params, root, log=tracking, flavor="artifacts")
     mlflow.set_tracking_uri(None)
     return {"root": root, "experiment_id": experiment_id, "run_ids": run_ids,
             "version": result["lora"].version, "model_name": "ui-model"}

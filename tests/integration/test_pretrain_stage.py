@@ -26,7 +26,7 @@ def test_stage_trains_saves_and_tracks(tmp_path, monkeypatch, dtype):
         }},
         "scoring": {"num_threads": 1},
     })
-    from biaslab.pretrain.stage import run_base_model
+    from biaslab.stages.base_model import run_base_model
 
     summary = run_base_model(params, tmp_path, progress=False)
     run = json.loads((tmp_path / "runs" / "base_model.json").read_text())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from biaslab import tracking
 from biaslab.config import Params
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file, variant_dir
@@ -116,10 +117,10 @@ def test_register_twice_creates_one_version_per_variant(project):
     from biaslab.registry import CANDIDATE, register_variants, write_register_json
 
     root, params = project
-    first = register_variants(params, root, flavor="artifacts")
+    first = register_variants(params, root, log=tracking, flavor="artifacts")
     assert set(first) == {"base", "prompt", "soft", "lora"}
     assert not any(r.reused for r in first.values())
-    second = register_variants(params, root, flavor="artifacts")
+    second = register_variants(params, root, log=tracking, flavor="artifacts")
     assert all(r.reused for r in second.values())
     assert {n: r.version for n, r in second.items()} == {n: r.version for n, r in first.items()}
 
@@ -158,9 +159,9 @@ def test_changed_content_creates_a_new_version(project):
     shutil.copytree(root / "models" / "soft", root / "models" / "soft2")
     variants = {**params.variants, "soft2": params.variants["soft"].model_copy(update={"model_dir": "models/soft2"})}
     params = params.model_copy(update={"variants": variants})
-    first = register_variants(params, root, flavor="artifacts", variants=["soft2"])
+    first = register_variants(params, root, log=tracking, flavor="artifacts", variants=["soft2"])
     (root / "models" / "soft2" / "generation_config.json").write_text("{}")
-    second = register_variants(params, root, flavor="artifacts", variants=["soft2"])
+    second = register_variants(params, root, log=tracking, flavor="artifacts", variants=["soft2"])
     assert int(second["soft2"].version) > int(first["soft2"].version) and not second["soft2"].reused
 
 
@@ -177,7 +178,7 @@ def test_incomplete_upload_is_not_registered(project, monkeypatch):
 
     monkeypatch.setattr(registry.register, "file_manifest", manifest_with_extra_file)  # what register uploads
     with pytest.raises(registry.RegistryError, match="incomplete.*never_uploaded"):
-        registry.register_variants(params, root, flavor="artifacts", variants=["base"])
+        registry.register_variants(params, root, log=tracking, flavor="artifacts", variants=["base"])
     assert MlflowClient().search_model_versions(f"name = '{params.registry.model_name}'") == []
 
 
@@ -188,7 +189,7 @@ def test_transformers_flavor_full_model_is_loadable(project):
     from biaslab.registry import register_variants
 
     root, params = project
-    reg = register_variants(params, root, variants=["base"])["base"]
+    reg = register_variants(params, root, log=tracking, variants=["base"])["base"]
     client = MlflowClient()
     files = {f.path for f in client.list_artifacts(reg.run_id, "variant_base")}
     assert {"variant_base/MLmodel", "variant_base/requirements.txt"} <= files
@@ -216,7 +217,7 @@ def test_transformers_flavor_copies_a_bf16_checkpoint_without_re_saving(project,
         AutoTokenizer.from_pretrained(root / "models" / "base").save_pretrained(bf16)
     variants = {"bf16": {"method": "none", "model_dir": "models/bf16"}}
     params = Params.model_validate({**params.model_dump(), "variants": variants})
-    reg = register_variants(params, root, variants=["bf16"])["bf16"]
+    reg = register_variants(params, root, log=tracking, variants=["bf16"])["bf16"]
     local = Path(MlflowClient().download_artifacts(reg.run_id, "variant_bf16", str(tmp_path)))
     sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
     assert sha(local / "model" / "model.safetensors") == sha(bf16 / "model.safetensors")
@@ -232,7 +233,7 @@ def test_promotion_refused_and_approved(project):
     from biaslab.registry import CHAMPION, promote, register_variants, write_register_json
 
     root, params = project
-    result = register_variants(params, root, flavor="artifacts", variants=["base", "prompt", "soft"])
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "prompt", "soft"])
     write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
     client = MlflowClient()
 
@@ -274,7 +275,7 @@ def test_promote_records_the_gate_and_verify_flags_a_champion_set_behind_its_bac
     params = params.model_copy(update={"registry": params.registry.model_copy(
         update={"promotions_experiment": f"promotions-{params.registry.model_name}"})})
     model = params.registry.model_name
-    result = register_variants(params, root, flavor="artifacts", variants=["base", "prompt", "soft"])
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "prompt", "soft"])
     write_register_json(result, model, root / "runs" / "register.json")
     client = MlflowClient()
 

@@ -58,7 +58,7 @@ def test_report_tables_have_every_variant(project):
     from biaslab.report import write_report
 
     root, params = project
-    files = write_report(params, root, log_to_mlflow=False)
+    files = write_report(params, root)
 
     summary = pd.read_csv(files.summary_csv)
     assert set(summary["variant"]) == set(VARIANTS)
@@ -103,18 +103,18 @@ def test_report_names_a_missing_metrics_file(project):
     root, params = project
     (root / "metrics" / "prompt.json").unlink()
     with pytest.raises(RegistryError, match="prompt.json"):
-        write_report(params, root, log_to_mlflow=False)
+        write_report(params, root)
 
 
 def test_report_is_logged_to_mlflow(project, monkeypatch):
     import mlflow
 
-    from biaslab.report import write_report
+    from biaslab.stages.report import run_report
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     root, params = project
     try:
-        write_report(params, root)
+        run_report(params, root)
         runs = mlflow.search_runs(filter_string="tags.stage = 'report'", output_format="list")
         assert len(runs) == 1
         files = {f.path for f in mlflow.MlflowClient().list_artifacts(runs[0].info.run_id, "report")}

@@ -14,7 +14,7 @@ def _params(**model) -> Params:
 
 
 def test_the_control_is_evaluated_as_an_extra_method_none_variant():
-    from biaslab.calibrate_stage import CONTROL, with_control
+    from biaslab.control_variant import CONTROL, with_control
 
     params = load_params("params.yaml")
     with_ctrl = with_control(params)
@@ -40,7 +40,7 @@ def test_the_default_params_plant_a_bias_with_a_lora_cda_variant_and_a_binding_s
 
 
 def test_no_planted_bias_says_why():
-    from biaslab.calibrate_stage import no_planted_bias
+    from biaslab.control_variant import no_planted_bias
 
     planted = PretrainConfig.model_validate({"planted_bias": {"enabled": True}})
     assert no_planted_bias(_params(pretrain=planted)) is None
@@ -49,7 +49,7 @@ def test_no_planted_bias_says_why():
 
 
 def test_calibrate_without_a_planted_bias_writes_every_output_with_the_reason(tmp_path):
-    from biaslab.calibrate_stage import REPORT, RUN_FILE, TABLE, run_calibrate
+    from biaslab.stages.calibrate import REPORT, RUN_FILE, TABLE, run_calibrate
     from biaslab.evaluation import EvaluationOutputs
 
     assert run_calibrate(_params(), tmp_path) == {}
@@ -61,7 +61,8 @@ def test_calibrate_without_a_planted_bias_writes_every_output_with_the_reason(tm
 
 
 def test_control_model_without_a_planted_bias_leaves_a_marker_not_a_model(tmp_path):
-    from biaslab.pretrain.control import CONTROL_RUN, SKIPPED_FILE, run_control_model
+    from biaslab.pretrain.control import SKIPPED_FILE
+    from biaslab.stages.control_model import CONTROL_RUN, run_control_model
 
     params = _params()
     summary = run_control_model(params, tmp_path, progress=False)

@@ -77,7 +77,7 @@ def test_lr_schedule_warms_up_then_decays():
 
 def test_saved_model_reloads_and_scores(splits, tmp_path):
     from biaslab.models import load_model
-    from biaslab.pretrain.stage import save_trained
+    from biaslab.pretrain.build import save_trained
     from biaslab.scoring.causal import CausalScorer
     from biaslab.scoring.requests import Request
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from biaslab import tracking
 from biaslab.config import Params
 from tiny_models import build_tiny_bert
 
@@ -119,10 +120,10 @@ def registered(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         tracking.configure(params.tracking, root=root)
-        versions = {n: r.version for n, r in registry.register_variants(params, root).items()}
+        versions = {n: r.version for n, r in registry.register_variants(params, root, log=tracking).items()}
         copy_params = params.model_copy(update={"variants": {**params.variants,
                                                              "soft_copy": params.variants["soft"]}})
-        versions["soft_copy"] = registry.register_variants(copy_params, root, flavor="artifacts",
+        versions["soft_copy"] = registry.register_variants(copy_params, root, log=tracking, flavor="artifacts",
                                                            variants=["soft_copy"])["soft_copy"].version
         client = MlflowClient()
         for name, version in versions.items():
@@ -328,7 +329,7 @@ def test_an_overlay_registered_alone_pins_the_registered_base(registered):
     shutil.copytree(root / "models" / "hook", root / "models" / "hook_alone")
     alone = params.variants["hook"].model_copy(update={"model_dir": "models/hook_alone"})
     params = params.model_copy(update={"variants": {**params.variants, "hook_alone": alone}})
-    reg = registry.register_variants(params, root, variants=["hook_alone"])["hook_alone"]
+    reg = registry.register_variants(params, root, log=tracking, variants=["hook_alone"])["hook_alone"]
     client = MlflowClient()
     local = Path(client.download_artifacts(reg.run_id, "variant_hook_alone", str(root / "dl" / "alone")))
     pin = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["biaslab"]["base"]
@@ -347,7 +348,7 @@ def test_scoring_settings_recorded_at_registration_are_the_served_ones(registere
 
     root, params, versions, _ = registered
     with_bos = params.model_copy(update={"scoring": params.scoring.model_copy(update={"add_bos": True})})
-    reg = registry.register_variants(with_bos, root, variants=["base"])["base"]
+    reg = registry.register_variants(with_bos, root, log=tracking, variants=["base"])["base"]
     assert not reg.reused and reg.version != versions["base"]  # the settings are part of the content hash
     served = mlflow.pyfunc.load_model(f"models:/{MODEL}/{reg.version}").predict(
         pd.DataFrame({"context": [c for c, _ in LOGLIKELIHOOD], "continuation": [x for _, x in LOGLIKELIHOOD]}))

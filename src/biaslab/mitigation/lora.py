@@ -32,12 +32,13 @@ from typing import Any
 
 import pandas as pd
 
-from biaslab import progress, tracking
+from biaslab import progress
 from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
 from biaslab.errors import MissingInputError
 from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, plan_training
 from biaslab.outputs import variant_dir
+from biaslab.run_log import RunLog
 
 # LoraConfig fields that change what is learned; the rest (save/log cadence) may change between resumes
 TRAINING_KEYS = (
@@ -130,17 +131,17 @@ def sft_config(cfg: LoraConfig, work_dir: Path, *, max_steps: int, checkpoints: 
 
 
 # --------------------------------------------------------------------------- MLflow curves
-def curves_callback(prefix: str = "train"):
-    """A ``TrainerCallback`` sending every logged value (loss, lr, grad norm, eval loss) to MLflow."""
+def curves_callback(log: RunLog, prefix: str = "train"):
+    """A ``TrainerCallback`` sending every logged value (loss, lr, grad norm, eval loss) to the active run of ``log``."""
     from transformers import TrainerCallback
 
     class MlflowCurves(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or tracking.active_run_id() is None:
+            if not state.is_world_process_zero or log.active_run_id() is None:
                 return
             for key, value in (logs or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    tracking.log_metric(f"{prefix}/{key}", value, step=state.global_step)
+                    log.log_metric(f"{prefix}/{key}", value, step=state.global_step)
 
     return MlflowCurves()
 
@@ -197,6 +198,7 @@ def train_lora(
     curve_prefix: str = "train",
     plan: TrainingPlan | None = None,
     fmt: Any = None,
+    log: RunLog | None = None,
 ) -> TrainOutcome:
     """Attach a LoRA adapter to ``model`` and train it on ``train`` (prompt/completion columns).
 
@@ -206,7 +208,9 @@ def train_lora(
     been loaded as it says (:func:`~biaslab.mitigation.training_plan.load_for_training`). ``fmt`` is the
     scorer's :class:`~biaslab.scoring.formatting.PromptFormat` (default: the tokenizer's own BOS, raw
     prompts); examples are tokenised with it (:func:`~biaslab.mitigation.sft_data.tokenized_examples`), so
-    the adapter is trained on exactly what evaluation feeds. Returns the in-memory ``PeftModel``.
+    the adapter is trained on exactly what evaluation feeds. With ``log`` (the stage's
+    :class:`~biaslab.run_log.RunLog`) the training curves go to its active run as ``<curve_prefix>/<key>``.
+    Returns the in-memory ``PeftModel``.
     """
     from datasets import Dataset
     from trl import SFTTrainer
@@ -227,7 +231,7 @@ def train_lora(
         eval_dataset=to_ds(valid) if evaluate else None,
         processing_class=tokenizer,
         peft_config=peft_config(cfg),
-        callbacks=[curves_callback(curve_prefix), *callbacks],
+        callbacks=[*([curves_callback(log, curve_prefix)] if log is not None else []), *callbacks],
     )
     progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
@@ -282,13 +286,15 @@ def finetune(
     callbacks: Sequence[Any] = (),
     add_bos: str | bool = "auto",
     prompt_format: str = "raw",
+    log: RunLog | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``base_dir`` on the GBEM-UA ``frame`` (prepared schema) and write the LoRA variant.
 
     ``base_ref`` is the base path recorded in ``variant.json`` (default: ``base_dir`` as given, which
     should be relative to the project root so the variant loads from any checkout). ``add_bos`` and
     ``prompt_format`` are the evaluation's (``scoring.add_bos``, ``evaluation.prompt_format``): the
-    adapter learns on the token sequences it is evaluated on.
+    adapter learns on the token sequences it is evaluated on. ``log``: where the training curves go
+    (the finetune stage passes :mod:`biaslab.tracking`).
     """
     from biaslab.mitigation.sft_data import validation_examples
     from biaslab.mitigation.sft_sources import training_set
@@ -304,7 +310,7 @@ def finetune(
     formatted = "" if (add_bos, prompt_format) == ("auto", "raw") else f":{json.dumps(fmt.describe())}"
     prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint + formatted, plan))
     outcome = train_lora(loaded.model, loaded.tokenizer, train, cfg, checkpoint_dir, valid=valid,
-                         callbacks=callbacks, plan=plan, fmt=fmt)
+                         callbacks=callbacks, plan=plan, fmt=fmt, log=log)
     hp = hyperparameters(cfg)
     with atomic_dir(output_dir) as tmp:
         outcome.model.save_pretrained(str(tmp), safe_serialization=True)

@@ -50,11 +50,11 @@ from typing import Any
 
 import pandas as pd
 
-from biaslab import tracking
 from biaslab.atomic import atomic_write_text
 from biaslab.config import LoraConfig, SearchRange, TuneConfig
 from biaslab.mitigation.lora import TUNABLE_KEYS, hyperparameters, with_overrides
 from biaslab.mitigation.training_plan import TrainingPlan, free_memory, load_for_training, plan_training
+from biaslab.run_log import RunLog
 
 DEFAULT_SEARCH_SPACE: dict[str, list[Any] | SearchRange] = {
     "r": [4, 8, 16, 32],
@@ -353,11 +353,13 @@ class BaseForTrials:
 def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFrame, lora: LoraConfig,
                    cfg: TuneConfig, evaluate: Evaluator, *, plan: TrainingPlan | None = None,
                    base: BaseForTrials | None = None, add_bos: str | bool = "auto",
-                   prompt_format: str = "raw") -> Callable[[Any], tuple[float, float]]:
+                   prompt_format: str = "raw", log: RunLog | None = None) -> Callable[[Any], tuple[float, float]]:
     """Trial -> (accuracy, gap): train a LoRA on the shared base, score validation, log a nested run.
 
     Training examples and validation prompts are tokenised with the evaluation's formatting
-    (``add_bos``, ``prompt_format``), so a trial is scored on what it was trained on.
+    (``add_bos``, ``prompt_format``), so a trial is scored on what it was trained on. With ``log`` and
+    an active run (the tune stage's), each trial is a nested run ``trial-<n>`` with its params, curves
+    and objectives.
     """
     from biaslab.config import ScoringConfig
 
@@ -376,25 +378,27 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
         trial.set_user_attr("lora_overrides", {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()})
         steps = trial_steps(trial_cfg, len(train), cfg.trial_max_steps)
         loaded = base.get()
-        nested = (tracking.stage_run("tune", nested=True, run_name=f"trial-{trial.number}",
-                                     tags={"optuna_trial": trial.number, "optuna_study": trial.study.study_name})
-                  if tracking.active_run_id() is not None else contextlib.nullcontext())
+        tracked = log is not None and log.active_run_id() is not None
+        nested = (log.stage_run("tune", nested=True, run_name=f"trial-{trial.number}",
+                                tags={"optuna_trial": trial.number, "optuna_study": trial.study.study_name})
+                  if tracked else contextlib.nullcontext())
         try:
             with nested as run:  # a nested MLflow run under the active `tune` run, or nothing when tracking is off
                 run_id = run.info.run_id if run is not None else None
                 if run_id:
                     trial.set_user_attr("mlflow_run_id", run_id)
-                    tracking.log_params({"trial": trial.number, "steps": steps, **hyperparameters(trial_cfg)})
+                    log.log_params({"trial": trial.number, "steps": steps, **hyperparameters(trial_cfg)})
                 with tempfile.TemporaryDirectory(prefix=f"trial-{trial.number}-") as work:
                     fmt = PromptFormat.create(loaded.tokenizer, add_bos, prompt_format)
                     outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
-                                         checkpoints=False, curve_prefix="trial", plan=plan, fmt=fmt)
+                                         checkpoints=False, curve_prefix="trial", plan=plan, fmt=fmt,
+                                         log=log if tracked else None)
                 result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model), scoring,
                                               prompt_format=prompt_format), valid)
                 if run_id:
-                    tracking.log_metric(f"objective/{ACCURACY}", result.accuracy)
-                    tracking.log_metric(f"objective/{GAP}", result.gap)
-                    tracking.set_tags({"objective.accuracy": result.names[0], "objective.gap": result.names[1]})
+                    log.log_metric(f"objective/{ACCURACY}", result.accuracy)
+                    log.log_metric(f"objective/{GAP}", result.gap)
+                    log.set_tags({"objective.accuracy": result.names[0], "objective.gap": result.names[1]})
             adapted = outcome.model
             del outcome
             base.release(adapted)
@@ -420,14 +424,17 @@ class TuneResult:
     ran_here: list[int]
     best_params_path: Path
     pareto_path: Path
+    payload: dict[str, Any]  # what best_params.json holds
 
 
 def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraConfig, *,
          root: str | Path = ".", options: dict[str, Any] | None = None,
-         evaluator: Evaluator | None = None, add_bos: str | bool = "auto", prompt_format: str = "raw") -> TuneResult:
+         evaluator: Evaluator | None = None, add_bos: str | bool = "auto", prompt_format: str = "raw",
+         log: RunLog | None = None) -> TuneResult:
     """Run this worker's share of the study, then write best_params.json and the Pareto plot.
 
     ``add_bos`` / ``prompt_format``: the evaluation's ``scoring.add_bos`` / ``evaluation.prompt_format``.
+    ``log``: where the trials' nested runs go (the tune stage passes :mod:`biaslab.tracking`; None = none).
     """
     from optuna.trial import TrialState
 
@@ -447,7 +454,7 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     fail_stale_trials(study, storage, cfg.stale_trial_minutes)
     evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
     objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, add_bos=add_bos,
-                               prompt_format=prompt_format)
+                               prompt_format=prompt_format, log=log)
     ran = run_missing_trials(study, cfg.n_trials, objective, cfg.stale_trial_minutes)
     best = choose_trial(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -463,14 +470,8 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     }
     best_path = out / "best_params.json"
     atomic_write_text(best_path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    if tracking.active_run_id() is not None:
-        tracking.log_figure(fig, "tune/pareto_front.png")
-        tracking.log_dict(payload, "tune/best_params.json")
-        tracking.log_metric(f"best/{ACCURACY}", best.values[0])
-        tracking.log_metric(f"best/{GAP}", best.values[1])
-        tracking.set_tags({"optuna_study": name, "best_trial": best.number})
     import matplotlib.pyplot as plt
 
     plt.close(fig)
     return TuneResult(name, best.number, payload["params"], payload["values"], len(complete), ran,
-                      best_path, pareto_path)
+                      best_path, pareto_path, payload)

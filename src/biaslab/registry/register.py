@@ -16,9 +16,11 @@ from biaslab.config import Params
 from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.outputs.metrics_file import VariantMetrics
 from biaslab.outputs.variant_dir import fingerprint_dir
+from biaslab.provenance import git_commit
 from biaslab.registry.errors import RegistryError
 from biaslab.registry.package import file_manifest, package_variant, verify_logged
 from biaslab.registry.sources import VariantSource, content_hash, data_hash, resolve_variant
+from biaslab.run_log import RunLog
 
 
 CANDIDATE = "candidate"
@@ -87,13 +89,17 @@ def register_variants(
     params: Params,
     root: str | os.PathLike[str] = ".",
     *,
+    log: RunLog,
     metrics_dir: str = "metrics",
     flavor: str = "transformers",
     check_hashes: bool = True,
     variants: list[str] | None = None,
 ) -> dict[str, RegisteredVersion]:
-    """Register every variant (or ``variants``); return variant -> version. MLflow must be configured."""
-    from biaslab import tracking
+    """Register every variant (or ``variants``); return variant -> version. MLflow must be configured.
+
+    Each new package is logged to a run of ``log`` (nested under the active run: the register stage's)
+    before its version is created; the caller logs the result.
+    """
     from biaslab.serving.package import serving_identity
     from biaslab.serving.settings import ServingSettings
 
@@ -105,51 +111,49 @@ def register_variants(
     model_name = params.registry.model_name
     client = _client()
     _ensure_registered_model(client, model_name)
-    common = {"git_commit": tracking.git_commit(root), "data_hash": data_hash(root, params.data.prepared_dir)}
+    common = {"git_commit": git_commit(root), "data_hash": data_hash(root, params.data.prepared_dir)}
     result: dict[str, RegisteredVersion] = {}
     full_by_dir: dict[Path, RegisteredVersion] = {}
     serving = ServingSettings.from_params(params)
 
-    with tracking.stage_run("register", tags={"registered_model": model_name}):
-        for src in sources:
-            metrics_path = root / metrics_dir / f"{src.name}.json"
-            vm = metrics_file.read(metrics_path, src.name) if metrics_path.is_file() else None
-            chash = content_hash(src, flavor, serving_identity(serving))
-            base_ref = _base_reference(src, full_by_dir, model_name)
-            tags = {
-                "variant": src.name,
-                "method": src.method,
-                "kind": src.kind,
-                "content_hash": chash,
-                "model_fingerprint": (vm and vm.model_fingerprint) or fingerprint_dir(src.model_dir),
-                "model_dir": os.path.relpath(src.model_dir, root),
-                "evaluate_run_id": vm.run_id if vm else None,
-                "metrics": "present" if vm else f"missing ({metrics_path.name} not found)",
-                "format": "prompt" if src.kind == "prompt" else ("artifacts" if src.kind == "overlay" else flavor),
-                **common,
-                **({"base_model": base_ref["model_uri"] or base_ref["base_dir"]} if base_ref else {}),
-                **metric_tags(vm, [c.metric for c in params.registry.gate]),
-            }
-            tags = {k: str(v) for k, v in tags.items() if v is not None}
-            existing = find_version_by_content(client, model_name, chash)
-            if existing is not None:
-                for key, value in tags.items():  # metrics may have been re-computed for the same content
-                    if existing.tags.get(key) != value:
-                        client.set_model_version_tag(model_name, existing.version, key, value)
-                for key in existing.tags:  # metric tags of metrics that are no longer the gate's
-                    if key.startswith(("metric.", "metric_ci.")) and key not in tags:
-                        client.delete_model_version_tag(model_name, existing.version, key)
-                reg = RegisteredVersion(src.name, str(existing.version), chash, True, existing.run_id, existing.source)
-            else:
-                reg = _log_and_register(client, model_name, src, flavor, base_ref or {}, tags, check_hashes,
-                                        serving=serving, prompt_prefix=params.variant(src.name).prompt_prefix)
-            result[src.name] = reg
-            if src.kind == "full":
-                full_by_dir[src.model_dir] = reg
+    for src in sources:
+        metrics_path = root / metrics_dir / f"{src.name}.json"
+        vm = metrics_file.read(metrics_path, src.name) if metrics_path.is_file() else None
+        chash = content_hash(src, flavor, serving_identity(serving))
+        base_ref = _base_reference(src, full_by_dir, model_name)
+        tags = {
+            "variant": src.name,
+            "method": src.method,
+            "kind": src.kind,
+            "content_hash": chash,
+            "model_fingerprint": (vm and vm.model_fingerprint) or fingerprint_dir(src.model_dir),
+            "model_dir": os.path.relpath(src.model_dir, root),
+            "evaluate_run_id": vm.run_id if vm else None,
+            "metrics": "present" if vm else f"missing ({metrics_path.name} not found)",
+            "format": "prompt" if src.kind == "prompt" else ("artifacts" if src.kind == "overlay" else flavor),
+            **common,
+            **({"base_model": base_ref["model_uri"] or base_ref["base_dir"]} if base_ref else {}),
+            **metric_tags(vm, [c.metric for c in params.registry.gate]),
+        }
+        tags = {k: str(v) for k, v in tags.items() if v is not None}
+        existing = find_version_by_content(client, model_name, chash)
+        if existing is not None:
+            for key, value in tags.items():  # metrics may have been re-computed for the same content
+                if existing.tags.get(key) != value:
+                    client.set_model_version_tag(model_name, existing.version, key, value)
+            for key in existing.tags:  # metric tags of metrics that are no longer the gate's
+                if key.startswith(("metric.", "metric_ci.")) and key not in tags:
+                    client.delete_model_version_tag(model_name, existing.version, key)
+            reg = RegisteredVersion(src.name, str(existing.version), chash, True, existing.run_id, existing.source)
+        else:
+            reg = _log_and_register(client, log, model_name, src, flavor, base_ref or {}, tags, check_hashes,
+                                    serving=serving, prompt_prefix=params.variant(src.name).prompt_prefix)
+        result[src.name] = reg
+        if src.kind == "full":
+            full_by_dir[src.model_dir] = reg
 
-        newest = max(result.values(), key=lambda r: int(r.version))
-        client.set_registered_model_alias(model_name, CANDIDATE, newest.version)
-        tracking.log_dict({n: asdict(r) for n, r in result.items()}, "register.json")
+    newest = max(result.values(), key=lambda r: int(r.version))
+    client.set_registered_model_alias(model_name, CANDIDATE, newest.version)
     return result
 
 
@@ -169,7 +173,7 @@ def _base_reference(src: VariantSource, full_by_dir: dict[Path, RegisteredVersio
     }
 
 
-def _log_and_register(client: Any, model_name: str, src: VariantSource, flavor: str, base_ref: dict[str, Any],
+def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSource, flavor: str, base_ref: dict[str, Any],
                       tags: dict[str, str], check_hashes: bool, *, serving: Any = None,
                       prompt_prefix: dict[str, str] | None = None) -> RegisteredVersion:
     """Package, upload, verify, then (only then) create the version.
@@ -179,7 +183,6 @@ def _log_and_register(client: Any, model_name: str, src: VariantSource, flavor: 
     """
     from mlflow.store.artifact.runs_artifact_repo import RunsArtifactRepository
 
-    from biaslab import tracking
     from biaslab.serving.package import package_servable
 
     artifact_path = f"variant_{src.name}"
@@ -191,11 +194,11 @@ def _log_and_register(client: Any, model_name: str, src: VariantSource, flavor: 
                              settings=serving, prompt_prefix=prompt_prefix or src.prompt_prefix)
         manifest = file_manifest(package)
         run_tags = {"content_hash": tags["content_hash"], "model_fingerprint": tags["model_fingerprint"]}
-        with tracking.stage_run("register", variant=src.name, nested=True, tags=run_tags) as run:
+        with log.stage_run("register", variant=src.name, nested=True, tags=run_tags) as run:
             run_id = run.info.run_id
-            tracking.log_params({"variant": src.name, "method": src.method, "kind": src.kind,
+            log.log_params({"variant": src.name, "method": src.method, "kind": src.kind,
                                  "base_model": tags.get("base_model", ""), "format": tags["format"]})
-            tracking.log_artifact(package, artifact_path)
+            log.log_artifact(package, artifact_path)
             verify_logged(client, run_id, artifact_path, manifest, check_hashes=check_hashes)
     source = RunsArtifactRepository.get_underlying_uri(f"runs:/{run_id}/{artifact_path}")
     mv = client.create_model_version(model_name, source, run_id=run_id, tags=tags,

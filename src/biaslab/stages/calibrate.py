@@ -2,17 +2,33 @@
 
     python -m biaslab.stages.calibrate --params params.yaml
 
-Evaluates the control model, compares it with the planted default model and every mitigation variant, and
-writes ``reports/calibration.md`` / ``reports/calibration.csv`` (see ``biaslab.calibrate_stage``).
+The control model (stage ``control_model``) is the default model's training with the planted sentences'
+genders counterbalanced. This stage evaluates the control with every enabled benchmark (as a ``method:
+none`` variant named ``control``, :mod:`biaslab.control_variant`; outputs under ``metrics/control.json``
+etc., in its own ``evaluate@control`` run), compares it with the base and every mitigation variant
+(:mod:`biaslab.calibration`) and writes ``reports/calibration.md`` and ``reports/calibration.csv``; the
+numbers go to the stage's MLflow run as ``calibration/...`` metrics. Without a planted bias every output
+says why and the stage succeeds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from pathlib import Path
 
-from biaslab.config import load_params
+from biaslab.atomic import atomic_write_text, remove_outputs
+from biaslab.config import Params, load_params
+from biaslab.control_variant import CONTROL, no_planted_bias, with_control
+from biaslab.outputs import paths, run_file
 from biaslab.stages.entry import run_stage, stage_parser
+
+PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
+REPORT = paths.CALIBRATION_REPORT
+TABLE = paths.CALIBRATION_TABLE
+RUN_FILE = paths.run_file("calibrate")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,11 +38,73 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    from biaslab.calibrate_stage import REPORT, run_calibrate
-
     numbers = run_calibrate(load_params(args.params))
     print(f"calibrate: {numbers.get('calibration/families_detected', 0):.0f} of "
           f"{numbers.get('calibration/families', 0):.0f} benchmark families detect the planted bias -> {REPORT}")
+
+
+def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[str, float]:
+    """Evaluate the control, compare planted vs control and every mitigation; write the report; log one run."""
+    import pandas as pd
+
+    from biaslab import tracking
+    from biaslab.calibration import calibrate
+    from biaslab.evaluation import EvaluationOutputs
+    from biaslab.outputs import metrics_file
+    from biaslab.stages.evaluate import evaluate_variant
+
+    root = Path(root)
+    remove_outputs(root / REPORT, root / TABLE, root / RUN_FILE)
+    reason = no_planted_bias(params)
+    if reason:
+        write_skipped(root, reason)
+        return {}
+    control = evaluate_variant(with_control(params), CONTROL, root)
+    base = metrics_file.read(EvaluationOutputs.for_variant("base", root).metrics).metrics
+    variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
+                for name, v in params.variants.items() if name != "base" and v.method != "none"}
+    cfg = params.calibrate
+    report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
+                       planted_info(params, root))
+    atomic_write_text(root / REPORT, report.markdown)
+    atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
+    numbers = report.mlflow_metrics()
+    tracking.configure(params.tracking, root=root)
+    with tracking.stage_run("calibrate", variant=CONTROL) as mlflow_run:
+        for name, value in numbers.items():
+            tracking.log_metric(name, value)
+        tracking.log_text(report.markdown, "calibration.md")
+        run_file.write(root / RUN_FILE, run_id=mlflow_run.info.run_id, **{
+            "families_detected": numbers.get("calibration/families_detected"),
+            "families": numbers.get("calibration/families")})
+    return numbers
+
+
+def planted_info(params: Params, root: Path) -> dict[str, object]:
+    """The planted bias as trained (the answer key's headline numbers), for the report's header."""
+    pb = params.model.pretrain.planted_bias
+    info: dict[str, object] = {"dose": pb.dose, "strength": pb.strength, "from_step": pb.from_step,
+                               "max_steps": params.model.pretrain.max_steps,
+                               "language_shares": json.dumps(pb.language_shares, sort_keys=True)}
+    key = root / params.model.output_dir / PLANTED_FILE
+    if key.is_file():
+        info["planted_token_share"] = json.loads(key.read_text(encoding="utf-8")).get("planted_token_share")
+    return info
+
+
+def write_skipped(root: Path, reason: str) -> None:
+    """Every output of the stage, saying why calibration did not run (so ``dvc repro`` completes)."""
+    from biaslab.evaluation import EvaluationOutputs
+
+    outputs = EvaluationOutputs.for_variant(CONTROL, root)
+    for folder in (outputs.predictions, outputs.tables):
+        folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(outputs.metrics, json.dumps({"variant": CONTROL, "skipped": reason, "metrics": {}}, indent=2))
+    atomic_write_text(outputs.values, "{}\n")
+    atomic_write_text(outputs.run_file, json.dumps({"skipped": reason}) + "\n")
+    atomic_write_text(root / REPORT, f"# Calibration\n\nNot run: {reason}.\n")
+    atomic_write_text(root / TABLE, "family,metric,verdict\n")
+    atomic_write_text(root / RUN_FILE, json.dumps({"skipped": reason}) + "\n")
 
 
 if __name__ == "__main__":

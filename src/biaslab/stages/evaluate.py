@@ -9,8 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from biaslab.config import load_params
-from biaslab.evaluation import evaluate_variant
+from biaslab import tracking
+from biaslab.atomic import remove_outputs
+from biaslab.config import Params, load_params
+from biaslab.metrics.values import MetricValue
 from biaslab.stages.entry import run_stage
 
 
@@ -25,6 +27,37 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> None:
     metrics = evaluate_variant(load_params(args.params), args.variant, Path("."))
     print(f"evaluate@{args.variant}: {len(metrics)} metrics -> metrics/{args.variant}.json")
+
+
+def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) -> dict[str, MetricValue]:
+    """Evaluate one variant (:mod:`biaslab.evaluation`) in its own MLflow run ``evaluate@<variant>``.
+
+    The run gets the model's tags, the evaluation params, the prepared files as dataset inputs, every
+    metric (with CI bounds and direction/ideal tags), per-benchmark timings, the per-item predictions,
+    the tables and the summary; then the outputs are written with the run's id. The calibrate stage
+    evaluates its control model through this function too.
+    """
+    from biaslab import evaluation
+
+    outputs = evaluation.EvaluationOutputs.for_variant(variant_name, root)
+    remove_outputs(outputs.metrics, outputs.values, outputs.run_file)  # a failed run must not leave an old file looking new
+    tracking.configure(params.tracking, root)
+    under_test = evaluation.load_variant(params, variant_name, root)
+    with tracking.stage_run("evaluate", variant=variant_name, tags=under_test.tags) as run:
+        tracking.log_params(evaluation.run_params(params, under_test))
+        tracking.log_datasets(evaluation.evaluation_datasets(params.evaluation.benchmarks,
+                                                             root / params.data.prepared_dir))
+        result = evaluation.run_benchmarks(params, under_test, root)
+        tracking.log_metric_values(result.metrics)
+        for name, seconds in result.timings.items():
+            tracking.log_metric(f"timing/{name}_seconds", seconds)
+        for name, frame in result.predictions.items():
+            tracking.log_table(frame.reset_index(drop=True), f"predictions/{name}.json")
+        for name, frame in result.tables.items():
+            tracking.log_text(frame.to_csv(), f"tables/{name}.csv")
+        tracking.log_text(result.summary, "summary.md")
+        evaluation.write_outputs(outputs, under_test, result, run.info.run_id, root)
+    return result.metrics
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> None:
         tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
         tracking.log_datasets(lora_training(params, frame))
         result = finetune(params.model.output_dir, frame, cfg, variant.model_dir, add_bos=params.scoring.add_bos,
-                          prompt_format=params.evaluation.prompt_format)
+                          prompt_format=params.evaluation.prompt_format, log=tracking)
         for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),
                             ("train_loss", result.train_loss), ("seconds_per_step", result.seconds_per_step)):
             if value is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 
 from biaslab import tracking
 from biaslab.config import load_params
@@ -31,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> None:
     params = load_params(args.params)
     tracking.configure(params.tracking)
-    result = register_variants(params, ".", metrics_dir=args.metrics_dir, flavor=args.flavor)
+    model_name = params.registry.model_name
+    with tracking.stage_run("register", tags={"registered_model": model_name}):
+        result = register_variants(params, ".", log=tracking, metrics_dir=args.metrics_dir, flavor=args.flavor)
+        tracking.log_dict({n: asdict(r) for n, r in result.items()}, "register.json")
     write_register_json(result, params.registry.model_name, REGISTER_JSON)
     for name, reg in result.items():
         print(f"  {name:<10} version {reg.version:<4} {'(unchanged, reused)' if reg.reused else '(new)'}")

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     from biaslab.evaluation import set_threads
-    from biaslab.mitigation.tune import tune
+    from biaslab.mitigation.tune import ACCURACY, GAP, tune
     from biaslab.outputs.variant_dir import fingerprint_dir
 
     params = load_params(args.params)
@@ -52,7 +52,12 @@ def run(args: argparse.Namespace) -> None:
         with tracking.stage_run("tune", tags={"base_fingerprint": fingerprint_dir(base)}) as mlflow_run:
             tracking.log_params({"tune": params.tune.model_dump(mode="json"), "lora": params.lora.model_dump()})
             tracking.log_datasets(lora_training(params, frame))
-            result = tune(base, frame, params.tune, params.lora, options=options, **formatting)
+            result = tune(base, frame, params.tune, params.lora, options=options, log=tracking, **formatting)
+            tracking.log_artifact(result.pareto_path, "tune")  # tune/pareto_front.png, the file DVC tracks
+            tracking.log_dict(result.payload, "tune/best_params.json")
+            tracking.log_metric(f"best/{ACCURACY}", result.values[ACCURACY])
+            tracking.log_metric(f"best/{GAP}", result.values[GAP])
+            tracking.set_tags({"optuna_study": result.study_name, "best_trial": result.best_trial})
             run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
                                     best_trial=result.best_trial, best_params=result.best_params,
                                     values=result.values, n_complete=result.n_complete,

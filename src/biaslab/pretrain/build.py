@@ -1,23 +1,30 @@
-"""The ``base_model`` stage: snapshot the configured model, or train the offline default, and track it.
+"""The base model: snapshot the configured hub model, or train the offline default one.
 
-Outputs: ``<model.output_dir>/`` (safetensors model + tokenizer, plus ``training_summary.json`` or
-``snapshot.json``) and ``runs/base_model.json`` (MLflow run id, model URI, model fingerprint), which
-downstream stages read because a stage DVC skips creates no MLflow run.
+:func:`build_base_model` writes ``<model.output_dir>/`` (safetensors model + tokenizer, plus
+``training_summary.json`` or ``snapshot.json``) and returns the summary and, for a trained model, the
+training result whose curves the ``base_model`` stage (:mod:`biaslab.stages.base_model`) logs to its MLflow
+run. With a planted bias it trains in two phases (:mod:`biaslab.pretrain.phases`): the shared checkpoint the
+control model continues, then the planted text.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from biaslab import tracking
-from biaslab.atomic import atomic_dir, remove_outputs
+from biaslab.atomic import atomic_dir
 from biaslab.config import Params
-from biaslab.outputs import paths, run_file
 
-RUN_JSON = paths.run_file("base_model")
+
+@dataclass
+class BuiltModel:
+    """What :func:`build_base_model` made: the summary to log, and the training result (None for a snapshot)."""
+
+    summary: dict[str, Any]
+    training: Any | None
 
 
 def default_threads(num_threads: int | None) -> int:
@@ -38,52 +45,28 @@ def default_threads(num_threads: int | None) -> int:
     return len(cores) or os.cpu_count() or 1
 
 
-def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progress: bool = True) -> dict[str, Any]:
-    """Run the stage from project ``root``; returns the summary that was logged."""
-    import torch
+def build_base_model(params: Params, out_dir: Path, root: Path = Path("."), *, progress: bool = True) -> BuiltModel:
+    """Snapshot ``model.source`` or train the default model into ``out_dir``; returns what to log."""
+    if params.model.source or not params.model.pretrain.planted_bias.enabled:
+        _no_shared_checkpoint(params, root)
+    if params.model.source:
+        from biaslab.pretrain.snapshot import snapshot_model
 
-    root = Path(root)
-    out_dir, run_json = root / params.model.output_dir, root / RUN_JSON
-    remove_outputs(run_json)
-    torch.set_num_threads(default_threads(params.scoring.num_threads))
-    tracking.configure(params.tracking, root=root)
-    with tracking.stage_run("base_model", variant="base") as run:
-        tracking.log_params(params.model.model_dump(mode="json"), prefix="model")
-        if params.model.source or not params.model.pretrain.planted_bias.enabled:
-            _no_shared_checkpoint(params, root)
-        if params.model.source:
-            from biaslab.pretrain.snapshot import snapshot_model
-
-            summary = snapshot_model(params.model, out_dir)
-        else:
-            summary = _train(params, out_dir, progress, root)
-        fingerprint = _fingerprint(out_dir)
-        tracking.set_tags({"model_fingerprint": fingerprint, "model_source": params.model.source or "pretrained-here",
-                           "model_commit": summary.get("resolved_commit") or "none"})
-        tracking.log_dict(summary, "base_model_summary.json")
-        run_file.write(
-            run_json, run_id=run.info.run_id, model_uri=str(params.model.output_dir), fingerprint=fingerprint,
-            source=params.model.source or "trained",
-        )
-    return summary
+        return BuiltModel(snapshot_model(params.model, out_dir), None)
+    result = _train(params, out_dir, progress, root)
+    return BuiltModel(result.summary, result)
 
 
 def _no_shared_checkpoint(params: Params, root: Path) -> None:
     """The shared-phase folder (a DVC output) holding only why it is empty: no planted bias, no control."""
-    from biaslab.calibrate_stage import no_planted_bias
+    from biaslab.control_variant import no_planted_bias
     from biaslab.pretrain.control import SKIPPED_FILE
 
     with atomic_dir(root / params.model.pretrain.planted_bias.checkpoint_dir) as tmp:
         (tmp / SKIPPED_FILE).write_text(f"{no_planted_bias(params)}\n", encoding="utf-8")
 
 
-def _fingerprint(out_dir: Path) -> str:
-    from biaslab.outputs.variant_dir import fingerprint_dir
-
-    return fingerprint_dir(out_dir)
-
-
-def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")) -> dict[str, Any]:
+def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")) -> Any:
     cfg = params.model.pretrain
     if cfg.planted_bias.enabled:  # two phases: the shared checkpoint (the control reuses it), then planted text
         from biaslab.pretrain.phases import continue_training, save_continued, train_shared
@@ -109,20 +92,7 @@ def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")
 
         result.model.to(getattr(torch, params.model.dtype))
     save(result, out_dir)
-    log_training(result)
-    return result.summary
-
-
-def log_training(result: Any) -> None:
-    """Loss and validation curves, unigram baselines, bits per character and the curves figure (MLflow)."""
-    tracking.log_series("train/loss", result.loss_curve)
-    for lang, curve in result.val_curves.items():
-        tracking.log_series(f"val/ppl_{lang}", curve)
-    for lang, ppl in result.summary["unigram_ppl"].items():
-        tracking.log_metric(f"val/unigram_ppl_{lang}", ppl)
-    for lang, bpc in result.summary["val_bits_per_char"].items():
-        tracking.log_metric(f"val/bits_per_char_{lang}", bpc)
-    tracking.log_figure(loss_figure(result), "plots/base_model_curves.png")
+    return result
 
 
 def save_trained(result: Any, out_dir: str | os.PathLike[str]) -> None:
