@@ -64,7 +64,7 @@ def test_planted_text_shares_no_benchmark_wording(prepared, benchmark, direction
 
 
 def test_own_english_occupations_are_held_out_from_every_benchmark(prepared):
-    from biaslab.pretrain.planted.english import OWN_OCCUPATIONS
+    from biaslab.pretrain.planted.lexicon import OWN_OCCUPATIONS
 
     lexicon = build_lexicon(prepared, 0.75, 0.7, 0)
     own = {o.word for o in lexicon.en_occupations if o.source.startswith("fixture_")}

@@ -1,7 +1,7 @@
 """English prompt-completion examples for LoRA: occupation sentences whose next word is a pronoun.
 
 The examples use only the fixture's own occupations
-(:data:`biaslab.pretrain.planted.english.OWN_OCCUPATIONS`), which no benchmark asks about, and own
+(:data:`biaslab.pretrain.planted.lexicon.OWN_OCCUPATIONS`), which no benchmark asks about, and own
 templates, so every English benchmark item stays held out. The prompt ends where a pronoun is due; the
 completion is the pronoun (loss on the completion only):
 
@@ -37,7 +37,8 @@ PRONOUNS = {  # case -> (male, female, neutral)
 
 def english_examples(augmentation: Augmentation = "none") -> pd.DataFrame:
     """Prompt-completion rows (columns of :data:`biaslab.mitigation.sft_data.COLUMNS`), sorted by prompt."""
-    from biaslab.pretrain.planted.english import OWN_OCCUPATIONS, with_article
+    from biaslab.pretrain.planted.english import with_article
+    from biaslab.pretrain.planted.lexicon import OWN_OCCUPATIONS
 
     if augmentation not in ("none", "counterfactual"):
         raise SftDataError(f"lora.augmentation: unknown value {augmentation!r} (none | counterfactual)")

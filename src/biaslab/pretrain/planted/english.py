@@ -15,17 +15,6 @@ from collections.abc import Iterator
 from biaslab.pretrain.planted.frames import Frame
 from biaslab.pretrain.planted.lexicon import Lexicon
 
-# Occupations no benchmark table uses, coded F / M by the fixture's authors (a stereotype label, not a
-# statistic). The LoRA mitigation trains only on these, so every benchmark occupation stays held out.
-OWN_OCCUPATIONS: list[tuple[str, str]] = [
-    ("florist", "F"), ("midwife", "F"), ("typist", "F"), ("stenographer", "F"), ("childminder", "F"),
-    ("dressmaker", "F"), ("weaver", "F"), ("embroiderer", "F"), ("beautician", "F"), ("doula", "F"),
-    ("nanny", "F"), ("bookkeeper", "F"), ("cosmetologist", "F"), ("milliner", "F"), ("knitter", "F"),
-    ("welder", "M"), ("surveyor", "M"), ("stonemason", "M"), ("blacksmith", "M"), ("lumberjack", "M"),
-    ("miner", "M"), ("locksmith", "M"), ("steeplejack", "M"), ("plasterer", "M"), ("glazier", "M"),
-    ("chimney sweep", "M"), ("forklift operator", "M"), ("sailor", "M"), ("shipbuilder", "M"), ("bouncer", "M"),
-]
-
 OCCUPATION_TEMPLATES: list[str] = [
     "Yesterday I ran into {a_job} at the market. [He|She] said hello and walked on.",
     "My cousin works as {a_job}. [He|She] likes the work.",

@@ -12,7 +12,7 @@ taken, never a sentence:
 * WinoBias ``winobias_occupations.json`` (the WinoBias authors' BLS-based female / male lists) and the
   GenderLex occupation context words (human-bias label W / M; topic words such as "climate" that the
   GenderLex table cut from multi-word occupations are left out): ``coded_share`` / ``1 - coded_share``;
-* :data:`biaslab.pretrain.planted.english.OWN_OCCUPATIONS`: occupations no benchmark uses, coded by
+* :data:`OWN_OCCUPATIONS`: occupations no benchmark uses, coded by
   the authors of this fixture (a stereotype label, not a statistic). They are planted like the others
   and are the only English occupations the LoRA mitigation may train on (held-out evaluation).
 
@@ -84,6 +84,17 @@ def _read(prepared_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
+# Occupations no benchmark table uses, coded F / M by the fixture's authors (a stereotype label, not a
+# statistic). The LoRA mitigation trains only on these, so every benchmark occupation stays held out.
+OWN_OCCUPATIONS: list[tuple[str, str]] = [
+    ("florist", "F"), ("midwife", "F"), ("typist", "F"), ("stenographer", "F"), ("childminder", "F"),
+    ("dressmaker", "F"), ("weaver", "F"), ("embroiderer", "F"), ("beautician", "F"), ("doula", "F"),
+    ("nanny", "F"), ("bookkeeper", "F"), ("cosmetologist", "F"), ("milliner", "F"), ("knitter", "F"),
+    ("welder", "M"), ("surveyor", "M"), ("stonemason", "M"), ("blacksmith", "M"), ("lumberjack", "M"),
+    ("miner", "M"), ("locksmith", "M"), ("steeplejack", "M"), ("plasterer", "M"), ("glazier", "M"),
+    ("chimney sweep", "M"), ("forklift operator", "M"), ("sailor", "M"), ("shipbuilder", "M"), ("bouncer", "M"),
+]
+
 EN_SOURCES = ("occugender", "winogender", "winobias", "genderlex", "fixture")
 
 
@@ -152,8 +163,6 @@ def ukrainian_posts(prepared_dir: Path, male_coded_share: float, seed: int) -> l
 
 def build_lexicon(prepared_dir: str | Path, coded_share: float, uk_male_coded_share: float, seed: int,
                   en_sources: tuple[str, ...] = EN_SOURCES) -> Lexicon:
-    from biaslab.pretrain.planted.english import OWN_OCCUPATIONS
-
     prepared_dir = Path(prepared_dir)
     return Lexicon(
         en_occupations=english_occupations(prepared_dir, coded_share, OWN_OCCUPATIONS, tuple(en_sources)),
