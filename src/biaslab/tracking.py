@@ -214,8 +214,12 @@ def _metric_key(name: str) -> str:
     return "".join(c if c.isalnum() or c in "/-._ " else "_" for c in name)
 
 
-def log_metric_values(metrics: Mapping[str, MetricValue]) -> None:
-    """Log each value with its CI bounds, and its direction/ideal/description as tags (``direction.<name>``)."""
+def log_metric_values(metrics: Mapping[str, MetricValue], *, model_id: str | None = None) -> None:
+    """Log each value with its CI bounds, and its direction/ideal/description as tags (``direction.<name>``).
+
+    With ``model_id`` (a :func:`variant_model`) the values are also the logged model's metrics (the UI's
+    *Models* tab and ``mlflow.search_logged_models``); the CI bounds stay on the run only.
+    """
     mlflow = _mlflow()
     flat: dict[str, float] = {}
     tags: dict[str, str] = {}
@@ -233,8 +237,12 @@ def log_metric_values(metrics: Mapping[str, MetricValue]) -> None:
             tags[f"ideal.{key}"] = str(mv.ideal)
         if mv.description:  # what the number is, e.g. that a metric is biaslab's own addition to a paper
             tags[f"description.{key}"] = mv.description[:5000]
-    if flat:
-        mlflow.log_metrics(flat)
+    bounds = {k: v for k, v in flat.items() if k.endswith((".ci_low", ".ci_high"))}
+    values = {k: v for k, v in flat.items() if k not in bounds}
+    if values:
+        mlflow.log_metrics(values, model_id=model_id)
+    if bounds:
+        mlflow.log_metrics(bounds)
     if tags:
         mlflow.set_tags(tags)
 
@@ -330,6 +338,69 @@ def log_datasets(datasets: Iterable[Any], *, run_id: str | None = None) -> None:
         inputs = [_create_dataset_input(d, c, t) for d, c, t in zip(logged, contexts, tags)]
         with access.refusals():
             mlflow.MlflowClient().log_inputs(run_id, datasets=inputs)
+
+
+# --------------------------------------------------------------------------- variants as MLflow 3 logged models
+VARIANT_MODEL_TYPE = "biaslab-variant"
+MODEL_VERSIONS_TAG = "mlflow.modelVersions"  # a logged model's registered versions, as MLflow's UI reads them
+VERSION_MODEL_TAG = "model_id"  # a registered version's logged model (MLflow's SQL registry drops model_id)
+
+
+def variant_model(variant: str, *, tags: Mapping[str, Any] | None = None,
+                  params: Mapping[str, Any] | None = None) -> str:
+    """A ``LoggedModel`` for one evaluated variant, output of the active run; returns its ``model_id``.
+
+    External (``mlflow.create_external_model``): the weights stay where DVC keeps them and the registry
+    holds the servable package, so the logged model carries only identity (name = the variant, tags such as
+    the model fingerprint, the variant's params) and, through :func:`log_metric_values` with its id, the
+    evaluation metrics. It is recorded as the run's model output, so the run's *Models* column shows it.
+    """
+    mlflow = _mlflow()
+    from mlflow.entities import LoggedModelOutput
+
+    run = mlflow.active_run()
+    flat: dict[str, str] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif node is not None:
+            flat[path] = redact(str(node))[:6000]
+
+    walk(params or {}, "")
+    with access.refusals():
+        model = mlflow.create_external_model(name=variant, model_type=VARIANT_MODEL_TYPE,
+                                             tags=_safe_tags({"variant": variant, **(tags or {})}), params=flat)
+        if run is not None:
+            mlflow.MlflowClient().log_outputs(run.info.run_id, [LoggedModelOutput(model.model_id, step=0)])
+    return model.model_id
+
+
+def run_model_id(run_id: str) -> str | None:
+    """The logged model a run produced (its newest model output), or ``None`` (a run from before logged models)."""
+    with access.refusals():
+        run = _mlflow().MlflowClient().get_run(run_id)
+    outputs = run.outputs.model_outputs if run.outputs else []
+    return outputs[-1].model_id if outputs else None
+
+
+def link_version(model_name: str, version: str, model_id: str) -> None:
+    """Point registered ``version`` at logged model ``model_id`` and list the version on the model.
+
+    MLflow 3.17's SQL registry store does not keep a version's ``model_id`` (its table has no such column),
+    so the link is a version tag (:data:`VERSION_MODEL_TAG`) plus the ``mlflow.modelVersions`` tag of the
+    logged model, which the UI's *Models* tab reads (what ``mlflow.register_model`` writes too).
+    """
+    import json
+
+    client = _mlflow().MlflowClient()
+    with access.refusals():
+        client.set_model_version_tag(model_name, version, VERSION_MODEL_TAG, model_id)
+        listed = json.loads(client.get_logged_model(model_id).tags.get(MODEL_VERSIONS_TAG) or "[]")
+        entry = {"name": model_name, "version": str(version)}
+        if entry not in listed:
+            client.set_logged_model_tags(model_id, {MODEL_VERSIONS_TAG: json.dumps([*listed, entry])})
 
 
 def metric_history(run_id: str, keys: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
