@@ -191,20 +191,25 @@ def set_tags(tags: Mapping[str, Any]) -> None:
     _mlflow().set_tags(_safe_tags(tags))
 
 
-def log_params(params: Mapping[str, Any], prefix: str = "") -> None:
-    """Log a (possibly nested) mapping as flat ``a.b.c`` params."""
-    flat: dict[str, Any] = {}
+def _flat_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """A (possibly nested) mapping as flat ``a.b.c`` keys with redacted string values (MLflow's param limit)."""
+    flat: dict[str, str] = {}
 
     def walk(node: Any, path: str) -> None:
         if isinstance(node, Mapping):
             for k, v in node.items():
                 walk(v, f"{path}.{k}" if path else str(k))
         else:
-            flat[path] = node
+            flat[path] = redact(str(node))[:6000]
 
     walk(params, prefix)
+    return flat
+
+
+def log_params(params: Mapping[str, Any], prefix: str = "") -> None:
+    """Log a (possibly nested) mapping as flat ``a.b.c`` params."""
     mlflow = _mlflow()
-    items = [(k, redact(str(v))[:6000]) for k, v in flat.items()]
+    items = list(_flat_params(params, prefix).items())
     for start in range(0, len(items), 100):
         mlflow.log_params(dict(items[start : start + 100]))
 
@@ -359,19 +364,10 @@ def variant_model(variant: str, *, tags: Mapping[str, Any] | None = None,
     from mlflow.entities import LoggedModelOutput
 
     run = mlflow.active_run()
-    flat: dict[str, str] = {}
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                walk(v, f"{path}.{k}" if path else str(k))
-        elif node is not None:
-            flat[path] = redact(str(node))[:6000]
-
-    walk(params or {}, "")
     with access.refusals():
         model = mlflow.create_external_model(name=variant, model_type=VARIANT_MODEL_TYPE,
-                                             tags=_safe_tags({"variant": variant, **(tags or {})}), params=flat)
+                                             tags=_safe_tags({"variant": variant, **(tags or {})}),
+                                             params=_flat_params(params or {}))
         if run is not None:
             mlflow.MlflowClient().log_outputs(run.info.run_id, [LoggedModelOutput(model.model_id, step=0)])
     return model.model_id
