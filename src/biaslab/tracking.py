@@ -374,9 +374,17 @@ def variant_model(variant: str, *, tags: Mapping[str, Any] | None = None,
 
 
 def run_model_id(run_id: str) -> str | None:
-    """The logged model a run produced (its newest model output), or ``None`` (a run from before logged models)."""
+    """The logged model a run produced (its newest model output), or ``None`` (a run from before logged models,
+    or one this store does not have)."""
+    from mlflow.exceptions import MlflowException
+
     with access.refusals():
-        run = _mlflow().MlflowClient().get_run(run_id)
+        try:
+            run = _mlflow().MlflowClient().get_run(run_id)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            return None
     outputs = run.outputs.model_outputs if run.outputs else []
     return outputs[-1].model_id if outputs else None
 

@@ -163,3 +163,38 @@ def test_base_model_logs_corpus_parts_and_writes_its_curves(tmp_path, monkeypatc
     assert written == {"train_loss": history["train/loss"], "val_ppl_en": history["val/ppl_en"],
                        "val_ppl_uk": history["val/ppl_uk"]}
     assert [s for s, _ in written["train_loss"]] == [1, 2]
+
+
+def test_variants_are_logged_models_and_registered_versions_point_at_them(project):
+    """evaluate@base, evaluate@prompt, then register: the Models tab's data (``search_logged_models``)."""
+    import json
+
+    import mlflow
+
+    from biaslab.outputs import metrics_file, run_file
+    from biaslab.stages import evaluate, register
+
+    raw = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
+    raw["variants"] = {k: v for k, v in raw["variants"].items() if k in {"base", "prompt"}}
+    raw["evaluation"]["benchmarks"] = {k: v for k, v in raw["evaluation"]["benchmarks"].items()
+                                       if k in {"gbem_ua", "crows_pairs"}}
+    (project / "params_models.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    for variant in ("base", "prompt"):
+        assert evaluate.main(["--params", "params_models.yaml", "--variant", variant]) == 0
+    assert register.main(["--params", "params_models.yaml", "--flavor", "artifacts"]) == 0
+
+    client = _client(project)
+    experiment = client.get_experiment_by_name("biaslab").experiment_id
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    models = {m.name: m for m in mlflow.search_logged_models(experiment_ids=[experiment], output_format="list")}
+    assert set(models) == {"base", "prompt"}
+    versions = run_file.read(project / "runs" / "register.json")["versions"]
+    for variant, model in models.items():
+        written = metrics_file.read_variant(project, variant)
+        assert model.source_run_id == written.run_id and model.tags["variant"] == variant
+        assert {m.key: m.value for m in model.metrics} == pytest.approx(
+            {name: mv.value for name, mv in written.metrics.items() if mv.value is not None})
+        version = client.get_model_version(raw["registry"]["model_name"], versions[variant])
+        assert version.tags["model_id"] == model.model_id
+        assert {"name": raw["registry"]["model_name"], "version": version.version} in json.loads(
+            model.tags["mlflow.modelVersions"])

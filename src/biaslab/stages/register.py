@@ -5,8 +5,9 @@
 Full models are logged with the MLflow ``transformers`` flavour (``--flavor artifacts``: a verified byte
 copy, faster); LoRA adapters / embedding hooks as artifacts referencing the base's version; the prompt
 variant as ``prompt.json``. Artifacts are verified before a version is created; unchanged content reuses
-its version. The alias ``candidate`` moves to the newest version. Writes ``runs/register.json``
-(variant -> version), which ``report`` and ``biaslab promote`` read.
+its version. The alias ``candidate`` moves to the newest version. Each version points at the MLflow
+logged model of the evaluation its metrics come from (tag ``model_id``; the model lists the version).
+Writes ``runs/register.json`` (variant -> version), which ``report`` and ``biaslab promote`` read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import asdict
 
 from biaslab import tracking
 from biaslab.config import load_params
+from biaslab.outputs import metrics_file
 from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, write_register_json
 from biaslab.stages.entry import run_stage, stage_parser
 
@@ -35,11 +37,24 @@ def run(args: argparse.Namespace) -> None:
     model_name = params.registry.model_name
     with tracking.stage_run("register", tags={"registered_model": model_name}):
         result = register_variants(params, ".", log=tracking, metrics_dir=args.metrics_dir, flavor=args.flavor)
+        link_logged_models(model_name, result, args.metrics_dir)
         tracking.log_dict({n: asdict(r) for n, r in result.items()}, "register.json")
     write_register_json(result, params.registry.model_name, REGISTER_JSON)
     for name, reg in result.items():
         print(f"  {name:<10} version {reg.version:<4} {'(unchanged, reused)' if reg.reused else '(new)'}")
     print(f"registered {len(result)} variants of {params.registry.model_name} -> {REGISTER_JSON}")
+
+
+def link_logged_models(model_name: str, result: dict, metrics_dir: str) -> None:
+    """Point each registered version at the logged model its evaluate run made (none: a variant not evaluated)."""
+    from pathlib import Path
+
+    for name, reg in result.items():
+        path = Path(metrics_dir) / f"{name}.json"
+        run_id = metrics_file.read(path, name).run_id if path.is_file() else None
+        model_id = tracking.run_model_id(run_id) if run_id else None
+        if model_id is not None:
+            tracking.link_version(model_name, reg.version, model_id)
 
 
 if __name__ == "__main__":
