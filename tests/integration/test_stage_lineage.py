@@ -196,5 +196,5 @@ def test_variants_are_logged_models_and_registered_versions_point_at_them(projec
             {name: mv.value for name, mv in written.metrics.items() if mv.value is not None})
         version = client.get_model_version(raw["registry"]["model_name"], versions[variant])
         assert version.tags["model_id"] == model.model_id
-        assert {"name": raw["registry"]["model_name"], "version": version.version} in json.loads(
+        assert {"name": raw["registry"]["model_name"], "version": str(version.version)} in json.loads(
             model.tags["mlflow.modelVersions"])

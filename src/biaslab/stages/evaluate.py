@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> None:
 def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) -> dict[str, MetricValue]:
     """Evaluate one variant (:mod:`biaslab.evaluation`) in its own MLflow run ``evaluate@<variant>``.
 
-    The run gets the model's tags, the evaluation params, the prepared files as dataset inputs, every
+    The run gets the model's tags, the evaluation params, the prepared files as dataset inputs, a logged
+    model for the variant (:func:`biaslab.tracking.variant_model`: the metric values are its metrics), every
     metric (with CI bounds and direction/ideal tags), per-benchmark timings, the per-item predictions,
     the tables and the summary; then the outputs are written with the run's id. The calibrate stage
     evaluates its control model through this function too.
@@ -44,11 +45,14 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     tracking.configure(params.tracking, root)
     under_test = evaluation.load_variant(params, variant_name, root)
     with tracking.stage_run("evaluate", variant=variant_name, tags=under_test.tags) as run:
-        tracking.log_params(evaluation.run_params(params, under_test))
+        run_params = evaluation.run_params(params, under_test)
+        tracking.log_params(run_params)
+        # the variant as an MLflow 3 logged model: the Models tab lists it with the metric values logged below
+        model_id = tracking.variant_model(variant_name, tags=under_test.tags, params={"variant": run_params["variant"]})
         tracking.log_datasets(evaluation.evaluation_datasets(params.evaluation.benchmarks,
                                                              root / params.data.prepared_dir))
         result = evaluation.run_benchmarks(params, under_test, root)
-        tracking.log_metric_values(result.metrics)
+        tracking.log_metric_values(result.metrics, model_id=model_id)
         for name, seconds in result.timings.items():
             tracking.log_metric(f"timing/{name}_seconds", seconds)
         for name, frame in result.predictions.items():
