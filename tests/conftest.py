@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,30 @@ TINY_TEXT = [
     "Відповідай так чи ні: вона може, він може. Не будь упередженим до статі.",
     "Врач сказал, что он придёт. Медсестра сказала, что она придёт. Мужчина, женщина.",
 ] * 20
+
+
+MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME")
+
+
+@pytest.fixture(autouse=True)
+def mlflow_store_not_inherited():
+    """Each test finds MLflow's store settings as the session had them.
+
+    ``mlflow.set_tracking_uri`` also writes ``MLFLOW_TRACKING_URI`` into ``os.environ`` (for subprocesses), and
+    :func:`biaslab.tracking.configure` prefers that variable to params: without this, a test that configured
+    its temporary store sent every later test's runs there (e.g. test_evaluate_stage after test_pretrain_stage
+    found no experiment in its own store).
+    """
+    saved = {name: os.environ.get(name) for name in MLFLOW_ENV}
+    yield
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        mlflow.set_tracking_uri(saved["MLFLOW_TRACKING_URI"])  # None also unsets the variable
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
