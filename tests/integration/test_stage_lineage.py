@@ -83,8 +83,11 @@ def test_prepare_logs_each_raw_dataset_folder_with_dvc_digest(project, mirror):
 
 
 def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
+    import hashlib
+
     import pandas as pd
 
+    from biaslab.mitigation.sft_english import english_examples
     from biaslab.stages import finetune, tune
 
     assert tune.main(["--params", "params.yaml"]) == 0
@@ -93,7 +96,10 @@ def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
     frame = pd.read_parquet(table)
     for stage in ("tune", "finetune"):
         got = _inputs(project, stage)
-        assert set(got) == {("gbem_ua", "train"), ("gbem_ua", "validation")}
+        assert set(got) == {("gbem_ua", "train"), ("gbem_ua", "validation"), ("occupations_en", "train")}
+        generated = got.pop(("occupations_en", "train"))  # lora.sources: generated rows, md5 of their CSV
+        assert generated["digest"] == hashlib.md5(english_examples("none").to_csv(index=False).encode()).hexdigest()
+        assert generated["tags"]["generator"] == "biaslab.mitigation.sft_english"
         for (_, context), item in got.items():
             split = "finetune" if context == "train" else "validation"
             assert item["tags"]["dvc_md5"] == lineage.dvc_digest(table)

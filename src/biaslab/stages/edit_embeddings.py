@@ -3,18 +3,30 @@
     python -m biaslab.stages.edit_embeddings --variant soft
 
 Writes ``models/<variant>/`` (edited checkpoint, or variant.json + embedding_hook.safetensors, with
-edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow run.
+edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow run, with the prepared tables
+the word lists come from as its dataset inputs.
 """
 
 import argparse
 import sys
 
-from biaslab import tracking
-from biaslab.config import ConfigError, load_params
+from biaslab import lineage, tracking
+from biaslab.config import ConfigError, Params, load_params
 from biaslab.outputs import paths, run_file
-from biaslab.stages.datasets import embedding_word_lists
 from biaslab.stages.entry import run_stage
 from biaslab.stages.inputs import base_model_dir
+
+# embedding_debias.profession_sources -> the prepared table its words are read from
+PROFESSION_TABLES = {"gbem_ua": "gbem_ua.parquet", "occugender": "occugender_jobs.parquet",
+                     "winobias": "winobias.parquet"}
+
+
+def embedding_word_lists(params: Params) -> list[lineage.DatasetRef]:
+    """The prepared tables the edit reads (its MLflow inputs): gender pairs, the profession sources' tables,
+    and GBEM-UA (whose sentences measure the edit's token coverage)."""
+    tables = ["gender_pairs.parquet", *(PROFESSION_TABLES[s] for s in params.embedding_debias.profession_sources),
+              "gbem_ua.parquet"]
+    return [lineage.prepared_file(params.data.prepared_dir, name, "train") for name in dict.fromkeys(tables)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
             "tuned": bool(overrides)}
     with tracking.stage_run("finetune", variant=variant_name, tags=tags) as mlflow_run:
         tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
-        tracking.log_datasets(lora_training(params, frame))
+        tracking.log_datasets(lora_training(params, frame, cfg))
         result = finetune(params.model.output_dir, frame, cfg, variant.model_dir, add_bos=params.scoring.add_bos,
                           prompt_format=params.evaluation.prompt_format, log=tracking)
         for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),
