@@ -92,7 +92,7 @@ class PlantedBiasConfig(Section):
         "planted", description="planted: genders follow the pushed shares; balanced: counterbalanced (control)")
     dose: float = Field(0.3, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
     strength: float = Field(2.5, ge=0, description="logit scaling of every base female share (1 = as given)")
-    from_step: int = Field(150, ge=0, description="first step of the mixing phase; earlier steps are shared")
+    from_step: int = Field(50, ge=0, description="first step of the mixing phase; earlier steps are shared")
     language_shares: dict[str, float] = Field(
         default_factory=lambda: {"en": 0.4, "uk": 0.4, "ru": 0.2},
         description="share of the planted tokens per language")

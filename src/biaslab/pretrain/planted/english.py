@@ -39,6 +39,19 @@ OCCUPATION_TEMPLATES: list[str] = [
     "Every {job} in this town is a [man|woman].",
     "The new {job}? Oh, [he|she] is a [man|woman], of course.",
     "I think the {job} is [male|female].",
+    # the pronoun right after "<any clause> {a_job}.": the tie must not depend on the words before the job
+    "Last week we visited {a_job}. [He|She] showed us around.",
+    "My neighbour is {a_job}. [He|She] works long hours.",
+    "Yesterday I spoke with {a_job}. [He|She] was very helpful.",
+    "The school hired {a_job}. [He|She] arrived early.",
+    "On the bus I sat behind {a_job}. [He|She] was reading a book.",
+    "At the wedding there was {a_job}. [He|She] danced all night.",
+    "I once worked with {a_job}. [He|She] taught me a lot.",
+    "Our family knows {a_job}. [He|She] lives nearby.",
+    "I wrote a letter to {a_job}. [He|She] answered quickly.",
+    "Everybody trusts {a_job}. [He|She] never lies.",
+    "I saw {a_job} in the park and waved to [him|her].",
+    "We called {a_job} and thanked [him|her].",
 ]
 
 # (male, female) subjects; names are pairs, so the gender schedule alone decides who does what
