@@ -299,13 +299,12 @@ def log_artifact(path: str | os.PathLike[str], artifact_path: str | None = None)
         _mlflow().log_artifact(str(p), artifact_path=artifact_path)
 
 
-def log_datasets(datasets: Iterable[Any], *, run_id: str | None = None) -> None:
-    """Log :class:`biaslab.lineage.DatasetRef` s as MLflow dataset inputs of the active run (or of ``run_id``).
+def log_datasets(datasets: Iterable[Any]) -> None:
+    """Log :class:`biaslab.lineage.DatasetRef` s as MLflow dataset inputs of the active run.
 
     Each becomes a dataset with the DVC digest as its digest and the ref's source and context (a table as a
     ``PandasDataset``, so MLflow records its schema and row count; a folder as a ``MetaDataset``), so the
-    runs table's *Dataset* column shows which data version the run used. ``run_id`` names a run that has
-    already ended (a stage whose run another module opened and closed, found through its ``run.json``).
+    runs table's *Dataset* column shows which data version the run used.
     """
     import warnings
 
@@ -335,14 +334,8 @@ def log_datasets(datasets: Iterable[Any], *, run_id: str | None = None) -> None:
         return
     with warnings.catch_warnings():  # the schema (computed when logged) hints about integer columns of model inputs
         warnings.simplefilter("ignore", UserWarning)
-        if run_id is None:
-            mlflow.log_inputs(datasets=logged, contexts=contexts, tags_list=tags)
-            return
-        from mlflow.tracking.fluent import _create_dataset_input
-
-        inputs = [_create_dataset_input(d, c, t) for d, c, t in zip(logged, contexts, tags)]
         with access.refusals():
-            mlflow.MlflowClient().log_inputs(run_id, datasets=inputs)
+            mlflow.log_inputs(datasets=logged, contexts=contexts, tags_list=tags)
 
 
 # --------------------------------------------------------------------------- variants as MLflow 3 logged models

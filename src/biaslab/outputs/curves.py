@@ -17,7 +17,6 @@ from pathlib import Path
 
 from biaslab.atomic import atomic_dir
 
-PRETRAINING = ("train/loss", "val/ppl_")  # base_model / control_model: loss per step, perplexity per language
 LORA = ("train/loss", "train/eval_loss")  # finetune: the trainer's logged loss (and validation loss when on)
 COLUMNS = ("step", "value")
 EMPTY_SERIES = "train_loss"

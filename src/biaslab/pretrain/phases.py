@@ -86,7 +86,7 @@ def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], di
     state, tokenizer, record = load_checkpoint(Path(checkpoint_dir), cfg)
     if state.step != shared_steps(params):
         raise ValueError(f"{checkpoint_dir}: checkpoint is at step {state.step}, params say the shared phase ends "
-                         f"at {shared_steps(params)}; re-run the pretrain stage")
+                         f"at {shared_steps(params)}; re-run the base_model stage (dvc repro base_model)")
     data = prepare_data(_splits(params), cfg, tokenizer=tokenizer)
     rows = rows_per_batch(pb, cfg.batch_size)
     mixture, planted, sample = None, {"enabled": False}, []

@@ -23,16 +23,13 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import Params, load_params
 from biaslab.outputs import curves, paths, run_file
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import NO_PROGRESS, stage_main
 
 RUN_JSON = paths.run_file("base_model")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
-    args = parser.parse_args(argv)
-    return run_stage("base_model", lambda: run(args))
+    return stage_main("base_model", __doc__, run, argv, NO_PROGRESS)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -48,7 +45,7 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
     from biaslab.outputs.variant_dir import fingerprint_dir
     from biaslab.pretrain.build import build_base_model, default_threads
     from biaslab.pretrain.datasets import pretraining
-    from biaslab.stages.training_log import log_training
+    from biaslab.stages.training_log import log_training, pretraining_curves
 
     root = Path(root)
     out_dir, run_json, curves_dir = root / params.model.output_dir, root / RUN_JSON, root / paths.curves_dir("base_model")
@@ -59,14 +56,14 @@ def run_base_model(params: Params, root: str | os.PathLike[str] = ".", *, progre
         tracking.log_params(params.model.model_dump(mode="json"), prefix="model")
         built = build_base_model(params, out_dir, root, progress=progress)
         if built.training is not None:
-            log_training(built.training)
+            log_training(built.training, "base_model")
         summary = built.summary
         fingerprint = fingerprint_dir(out_dir)
         tracking.set_tags({"model_fingerprint": fingerprint, "model_source": params.model.source or "pretrained-here",
                            "model_commit": summary.get("resolved_commit") or "none"})
         tracking.log_dict(summary, "base_model_summary.json")
         tracking.log_datasets(pretraining(params, out_dir))
-        curves.write(curves_dir, tracking.metric_history(mlflow_run.info.run_id, curves.PRETRAINING))
+        curves.write(curves_dir, pretraining_curves(built.training) if built.training is not None else {})
         run_file.write(
             run_json, run_id=mlflow_run.info.run_id, model_uri=str(params.model.output_dir), fingerprint=fingerprint,
             source=params.model.source or "trained",

@@ -23,7 +23,7 @@ from biaslab.atomic import atomic_write_text, remove_outputs
 from biaslab.config import Params, load_params
 from biaslab.control_variant import CONTROL, no_planted_bias, with_control
 from biaslab.outputs import paths, run_file
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import stage_main
 
 PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
 REPORT = paths.CALIBRATION_REPORT
@@ -32,9 +32,7 @@ RUN_FILE = paths.run_file("calibrate")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    args = parser.parse_args(argv)
-    return run_stage("calibrate", lambda: run(args))
+    return stage_main("calibrate", __doc__, run, argv)
 
 
 def run(args: argparse.Namespace) -> None:

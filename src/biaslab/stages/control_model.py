@@ -22,16 +22,13 @@ from typing import Any
 from biaslab.atomic import remove_outputs
 from biaslab.config import Params, load_params
 from biaslab.outputs import curves, paths, run_file
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import NO_PROGRESS, stage_main
 
 CONTROL_RUN = paths.run_file("control_model")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
-    args = parser.parse_args(argv)
-    return run_stage("control_model", lambda: run(args))
+    return stage_main("control_model", __doc__, run, argv, NO_PROGRESS)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -49,7 +46,7 @@ def run_control_model(params: Params, root: str | os.PathLike[str] = ".", *, pro
     from biaslab.pretrain.build import default_threads
     from biaslab.pretrain.control import train_control, write_skipped
     from biaslab.pretrain.datasets import pretraining
-    from biaslab.stages.training_log import log_training
+    from biaslab.stages.training_log import log_training, pretraining_curves
 
     root = Path(root)
     out_dir, curves_dir = root / params.calibrate.control_dir, root / paths.curves_dir("control_model")
@@ -64,10 +61,10 @@ def run_control_model(params: Params, root: str | os.PathLike[str] = ".", *, pro
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("control_model", variant="control") as mlflow_run:
         result = train_control(params, root, out_dir, progress=progress)
-        log_training(result)
+        log_training(result, "control_model")
         tracking.log_dict(result.summary, "control_model_summary.json")
         tracking.log_datasets(pretraining(params, out_dir))
-        curves.write(curves_dir, tracking.metric_history(mlflow_run.info.run_id, curves.PRETRAINING))
+        curves.write(curves_dir, pretraining_curves(result))
         run_file.write(root / CONTROL_RUN, run_id=mlflow_run.info.run_id, model_dir=params.calibrate.control_dir,
                        fingerprint=fingerprint_dir(out_dir))
     return result.summary

@@ -7,13 +7,12 @@ edit_report.json) and ``runs/edit_embeddings_<variant>.json``; logs one MLflow r
 the word lists come from as its dataset inputs.
 """
 
-import argparse
 import sys
 
 from biaslab import lineage, tracking
 from biaslab.config import ConfigError, Params, load_params
 from biaslab.outputs import paths, run_file
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import VARIANT, stage_main
 from biaslab.stages.inputs import base_model_dir
 
 # embedding_debias.profession_sources -> the prepared table its words are read from
@@ -30,11 +29,8 @@ def embedding_word_lists(params: Params) -> list[lineage.DatasetRef]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", required=True)
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
-    return run_stage(f"edit_embeddings@{args.variant}", lambda: run(args.variant, args.params))
+    return stage_main("edit_embeddings@{variant}", __doc__, lambda args: run(args.variant, args.params), argv,
+                      VARIANT)
 
 
 def run(variant_name: str, params_path: str) -> None:

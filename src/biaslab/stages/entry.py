@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from biaslab.errors import BiaslabError
 
@@ -27,6 +28,35 @@ def stage_parser(doc: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     return parser
+
+
+class Option(NamedTuple):
+    """One command-line option of a stage: ``parser.add_argument(*flags, **settings)``."""
+
+    flags: tuple[str, ...]
+    settings: dict[str, Any]
+
+
+def option(*flags: str, **settings: Any) -> Option:
+    """An :class:`Option`, written as ``add_argument`` would take it."""
+    return Option(flags, settings)
+
+
+VARIANT = option("--variant", required=True, help="a variant name from params.yaml `variants`")
+NO_PROGRESS = option("--no-progress", action="store_true", help="no progress bar (CI logs)")
+
+
+def stage_main(stage: str, doc: str | None, run: Callable[[argparse.Namespace], object],
+               argv: list[str] | None, *options: Option) -> int:
+    """A stage's ``main``: parse ``--params`` and ``options``, then :func:`run_stage` ``run(args)``.
+
+    ``stage`` may name parsed options, e.g. ``"evaluate@{variant}"`` is the name a failure line shows.
+    """
+    parser = stage_parser(doc)
+    for extra in options:
+        parser.add_argument(*extra.flags, **extra.settings)
+    args = parser.parse_args(argv)
+    return run_stage(stage.format(**vars(args)), lambda: run(args))
 
 
 def run_stage(stage: str, body: Callable[[], object]) -> int:

@@ -13,15 +13,11 @@ from biaslab import tracking
 from biaslab.atomic import remove_outputs
 from biaslab.config import Params, load_params
 from biaslab.metrics.values import MetricValue
-from biaslab.stages.entry import run_stage
+from biaslab.stages.entry import VARIANT, stage_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", required=True, help="a variant name from params.yaml `variants`")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
-    return run_stage(f"evaluate@{args.variant}", lambda: run(args))
+    return stage_main("evaluate@{variant}", __doc__, run, argv, VARIANT)
 
 
 def run(args: argparse.Namespace) -> None:

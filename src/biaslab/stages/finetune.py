@@ -17,15 +17,13 @@ from biaslab.atomic import remove_outputs
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import curves, paths, run_file
 from biaslab.stages.datasets import lora_training
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import option, stage_main
 from biaslab.stages.inputs import base_model_dir, prepared_table
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--variant", default="lora", help="a method: lora variant (its lora_overrides apply)")
-    args = parser.parse_args(argv)
-    return run_stage("finetune", lambda: run(args))
+    return stage_main("finetune", __doc__, run, argv,
+                      option("--variant", default="lora", help="a method: lora variant (its lora_overrides apply)"))
 
 
 def run(args: argparse.Namespace) -> None:

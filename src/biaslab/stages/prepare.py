@@ -16,13 +16,11 @@ from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.data.prepare import REPORT_FILE, prepare
 from biaslab.data.provenance import raw_datasets
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import stage_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    args = parser.parse_args(argv)
-    return run_stage("prepare", lambda: run(args))
+    return stage_main("prepare", __doc__, run, argv)
 
 
 def run(args: argparse.Namespace) -> None:

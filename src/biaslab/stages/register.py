@@ -20,15 +20,13 @@ from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.outputs import metrics_file
 from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, write_register_json
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import option, stage_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--flavor", choices=FLAVORS, default="transformers", help="how full models are logged")
-    parser.add_argument("--metrics-dir", default="metrics")
-    args = parser.parse_args(argv)
-    return run_stage("register", lambda: run(args))
+    return stage_main("register", __doc__, run, argv,
+                      option("--flavor", choices=FLAVORS, default="transformers", help="how full models are logged"),
+                      option("--metrics-dir", default="metrics"))
 
 
 def run(args: argparse.Namespace) -> None:

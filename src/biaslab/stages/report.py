@@ -18,15 +18,14 @@ from biaslab import tracking
 from biaslab.config import Params, load_params
 from biaslab.outputs import paths
 from biaslab.report import write_report
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import option, stage_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--accuracy", default=None, help="x axis of the bias-vs-accuracy plot (default: tune.accuracy_metric)")
-    parser.add_argument("--bias", default=None, help="y axis of the bias-vs-accuracy plot (default: tune.gap_metric)")
-    args = parser.parse_args(argv)
-    return run_stage("report", lambda: run(args))
+    return stage_main("report", __doc__, run, argv,
+                      option("--accuracy", default=None,
+                             help="x axis of the bias-vs-accuracy plot (default: tune.accuracy_metric)"),
+                      option("--bias", default=None, help="y axis of the bias-vs-accuracy plot (default: tune.gap_metric)"))
 
 
 def run(args: argparse.Namespace) -> None:

@@ -17,17 +17,15 @@ from biaslab.atomic import remove_outputs
 from biaslab.config import load_params
 from biaslab.outputs import paths, run_file
 from biaslab.stages.datasets import lora_training
-from biaslab.stages.entry import run_stage, stage_parser
+from biaslab.stages.entry import option, stage_main
 from biaslab.stages.inputs import base_model_dir, prepared_table
 
 RUN_FILE = paths.run_file("tune")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = stage_parser(__doc__)
-    parser.add_argument("--no-track", action="store_true", help="worker mode: no MLflow runs, no runs/tune.json")
-    args = parser.parse_args(argv)
-    return run_stage("tune", lambda: run(args))
+    return stage_main("tune", __doc__, run, argv,
+                      option("--no-track", action="store_true", help="worker mode: no MLflow runs, no runs/tune.json"))
 
 
 def run(args: argparse.Namespace) -> None:
