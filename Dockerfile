@@ -36,8 +36,7 @@ COPY . .
 ARG PIP_EXTRAS=""
 RUN pip install --no-deps -e . \
  && if [ -n "$PIP_EXTRAS" ]; then pip install -e ".[$PIP_EXTRAS]"; fi \
- && (git rev-parse --git-dir >/dev/null 2>&1 || (git init -q && git add -A && git -c user.email=docker@biaslab -c user.name=docker commit -qm image)) \
- && sed -i 's#^  - mirror: .*#  - mirror: /data/datasets#' dvc.yaml
+ && (git rev-parse --git-dir >/dev/null 2>&1 || (git init -q && git add -A && git -c user.email=docker@biaslab -c user.name=docker commit -qm image))
 VOLUME ["/hf-cache"]
 
 CMD ["dvc", "repro"]

@@ -3,10 +3,16 @@
 Kept next to :mod:`biaslab.data.sources` (which knows each dataset's pinned origin) so that
 :mod:`biaslab.lineage`, which every stage logging datasets imports, needs no data module:
 
-* :func:`raw_datasets` - the raw dataset folders ``prepare`` reads (context ``raw``), each with the digest
-  DVC records for the same ``${mirror}/<dataset>`` dependency in ``dvc.lock``;
+* :func:`raw_datasets` - the raw dataset folders ``prepare`` reads (context ``raw``), each with DVC's digest
+  of the folder it was read from (the mirror's, or the download cache's);
 * :func:`corpus_datasets` - the pretraining corpora as the train and validation documents the
   ``base_model`` / ``control_model`` stages split them into.
+
+The raw folders are outside DVC's view (a fresh clone has no mirror): DVC tracks them through the records
+of the ``raw_data`` stage (``data/raw_inputs/*.json``, sha256 of every raw file), which the reading stage
+depends on. Given that record, each ref carries it as tags - ``raw_inputs`` (its path) and
+``raw_inputs_md5`` (its md5, the stage's entry for it in ``dvc.lock``) - so a run's dataset and the DVC
+lock of the same pipeline run are linked (:func:`record_tags`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,14 @@ from biaslab import lineage
 from biaslab.lineage import DatasetRef
 
 RAW_DATASETS = ("gbem_ua", "occugender", "rubia", "crows_pairs", "winobias", "winogender", "genderlex", "corpora")
-"""The mirror folders ``prepare`` reads, in the order of its ``dvc.yaml`` dependencies (a test checks both agree)."""
+"""The mirror folders ``prepare`` reads (a test checks they are those of ``sources.dataset_files()`` + the corpora)."""
+
+
+def record_tags(record: str | os.PathLike[str] | None) -> dict[str, str]:
+    """``{"raw_inputs": path, "raw_inputs_md5": md5}`` of a ``raw_data`` record; ``{}`` without one."""
+    if record is None or not Path(record).is_file():
+        return {}
+    return {"raw_inputs": Path(record).as_posix(), "raw_inputs_md5": lineage.file_md5(record)}
 
 
 def pinned_origin(dataset: str) -> str | None:
@@ -55,29 +68,33 @@ def raw_dataset(mirror_dir: str | os.PathLike[str], dataset: str, *,
     return None
 
 
-def raw_datasets(data_cfg: Any, *, corpora: bool = True) -> list[DatasetRef]:
+def raw_datasets(data_cfg: Any, *, corpora: bool = True,
+                 record: str | os.PathLike[str] | None = None) -> list[DatasetRef]:
     """Every raw dataset folder of :data:`RAW_DATASETS` that ``prepare`` could read (``data_cfg``: params ``data``).
 
     ``corpora=False`` leaves the corpora out (``prepare`` reads them only for the held-out text of
-    ``lm_quality``).
+    ``lm_quality``); ``record``: the ``raw_data`` record ``prepare`` depends on (:func:`record_tags`).
     """
     from biaslab.data.sources import download_dir
 
-    mirror, downloads = data_cfg.resolved_mirror_dir(), download_dir(data_cfg)
+    mirror, downloads, tags = data_cfg.resolved_mirror_dir(), download_dir(data_cfg), record_tags(record)
     refs = (raw_dataset(mirror, name, download_dir=downloads)
             for name in RAW_DATASETS if corpora or name != "corpora")
-    return [ref for ref in refs if ref is not None]
+    return [DatasetRef(r.name, r.source, r.digest, r.context, r.frame, {**r.tags, **tags})
+            for r in refs if r is not None]
 
 
-def corpus_datasets(corpus_dir: str | os.PathLike[str], pretrain_cfg: Any) -> list[DatasetRef]:
+def corpus_datasets(corpus_dir: str | os.PathLike[str], pretrain_cfg: Any, *,
+                    record: str | os.PathLike[str] | None = None) -> list[DatasetRef]:
     """The corpora folder as the ``train`` and ``validation`` documents pretraining used.
 
     The split is a function of the corpus and the params ``model.pretrain`` keys named in the selection
     (whole documents held out per language with ``seed``, then budgets per language), so each part's
     digest is :func:`lineage.subset_digest` of the folder's DVC digest and those settings (recorded as the
-    ``selection`` tag).
+    ``selection`` tag). ``record``: the ``raw_data`` record the stage depends on (:func:`record_tags`).
     """
     whole = lineage.directory(corpus_dir, "corpora", "train")
+    whole = DatasetRef(whole.name, whole.source, whole.digest, whole.context, None, {**whole.tags, **record_tags(record)})
     settings = {"languages": list(pretrain_cfg.languages), "seed": pretrain_cfg.seed}
     validation = {**settings, "validation_documents": pretrain_cfg.validation_documents,
                   "validation_chars": pretrain_cfg.validation_chars}

@@ -9,7 +9,7 @@ download yields byte-for-byte the mirrored file or fails:
   of the result (OccuGender's ``jobs.csv`` from the authors' ``female_ratios.csv``);
 * the pretraining corpora - rebuilt from many pinned files (:mod:`biaslab.data.corpora`);
 * :data:`PACKAGED` - benchmark data written from a paper, committed in this package (OccuGender's
-  ``spec.json``; the mirror's copy is a transcription of the same tables, checked equal by the tests).
+  ``spec.json``; the mirror's copy is a transcription of the same tables, byte for byte the same file: tests check it).
 
 Downloads go to ``BIASLAB_DOWNLOAD_DIR`` (default: ``raw/`` next to ``data.prepared_dir``), written via a
 temporary file and rename, and are reused later. Raw files are fetched from ``BIASLAB_RAW_BASE_URL``
@@ -158,6 +158,14 @@ DERIVED: dict[str, DerivedFile] = {
 PACKAGED: dict[str, str] = {  # mirror path -> file under biaslab/data/specs/
     "occugender/spec.json": "occugender.json",
 }
+
+
+def dataset_files() -> list[str]:
+    """Every benchmark file ``prepare`` needs (mirror-relative paths), each with a pinned source.
+
+    The :data:`OPTIONAL_REMOTE` files are not among them: ``prepare`` reads them when they can be had.
+    """
+    return sorted({*REMOTE, *DERIVED, *PACKAGED} - set(OPTIONAL_REMOTE))
 
 
 def download_dir(cfg: DataConfig) -> Path:

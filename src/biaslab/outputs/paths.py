@@ -19,6 +19,7 @@ METRICS_DIR = Path("metrics")
 RUNS_DIR = Path("runs")
 REPORTS_DIR = Path("reports")
 PREDICTIONS_DIR = Path("data") / "predictions"
+RAW_INPUTS_DIR = Path("data") / "raw_inputs"
 TABLES_DIR = REPORTS_DIR / "tables"
 CALIBRATION_REPORT = REPORTS_DIR / "calibration.md"
 CALIBRATION_TABLE = REPORTS_DIR / "calibration.csv"
@@ -43,6 +44,11 @@ def predictions_dir(variant: str) -> Path:
 def tables_dir(variant: str) -> Path:
     """``reports/tables/<variant>/<benchmark>__<table>.csv``: each benchmark's paper-shaped tables."""
     return TABLES_DIR / variant
+
+
+def raw_inputs_file(name: str) -> Path:
+    """``data/raw_inputs/<name>.json`` (``datasets`` | ``corpora``): the sha256 of every raw input, by path."""
+    return RAW_INPUTS_DIR / f"{name}.json"
 
 
 def run_file(stage: str, item: str | None = None) -> Path:
@@ -82,6 +88,8 @@ class ReportFiles:
 
 def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[Path]:
     """Every path DVC stage ``stage`` (``item``: its ``foreach`` item) writes, as ``dvc.yaml`` declares them."""
+    if stage == "raw_data":
+        return [raw_inputs_file("datasets"), raw_inputs_file("corpora")]
     if stage == "prepare":
         return [Path(params.data.prepared_dir)]
     if stage == "base_model":

@@ -19,11 +19,13 @@ def pretraining(params: Params, model_dir: str | Path) -> list[DatasetRef]:
     """The corpora splits and the planted text ``model_dir`` was trained on (none for a snapshot of ``model.source``)."""
     from biaslab.data import sources
     from biaslab.data.provenance import corpus_datasets
+    from biaslab.outputs import paths
 
     if params.model.source:
         return []
     cfg = params.model.pretrain
-    refs = corpus_datasets(cfg.corpus_dir or sources.corpus_dir(params.data, cfg.languages), cfg)
+    refs = corpus_datasets(cfg.corpus_dir or sources.corpus_dir(params.data, cfg.languages), cfg,
+                           record=paths.raw_inputs_file("corpora"))  # what the stage depends on in dvc.yaml
     planted = planted_text(model_dir)
     return refs + ([planted] if planted is not None else [])
 

@@ -4,7 +4,8 @@
 
 Exits non-zero with a message naming the file, row and column when the input data are bad; the
 report (rows read / dropped / fixed per file) is also logged to MLflow as ``prepare_report.json``, and each
-raw dataset folder read as a dataset input (context ``raw``, digest = DVC's, source = mirror or pinned origin).
+raw dataset folder read as a dataset input (context ``raw``, digest = DVC's, source = mirror or pinned origin,
+tagged with the md5 of the ``raw_data`` record ``data/raw_inputs/datasets.json`` this stage depends on).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.data.prepare import REPORT_FILE, prepare
 from biaslab.data.provenance import raw_datasets
+from biaslab.outputs import paths
 from biaslab.stages.entry import stage_main
 
 
@@ -31,7 +33,8 @@ def run(args: argparse.Namespace) -> None:
         tracking.log_params({"data": params.data.model_dump()})
         tracking.log_dict(report, REPORT_FILE)
         heldout = params.data.lm_heldout  # the corpora are read for lm_quality's held-out text only
-        tracking.log_datasets(raw_datasets(params.data, corpora=bool(heldout.languages) and not heldout.texts_dir))
+        tracking.log_datasets(raw_datasets(params.data, corpora=bool(heldout.languages) and not heldout.texts_dir,
+                                           record=paths.raw_inputs_file("datasets")))
     print(f"prepared {sum(report['tables'].values())} rows in {len(report['tables'])} tables "
           f"-> {params.data.prepared_dir}")
 
