@@ -1,8 +1,12 @@
-"""The tiny LoRA workspace the fine-tune and tuning integration tests train on in subprocesses.
+"""Workspaces the integration tests run in subprocesses.
 
-Both need the same on-disk layout, small enough for CPU training in seconds: the session's tiny
-causal model and tokenizer saved as ``<root>/base``, and ``<root>/gbem.parquet`` with the real
-GBEM-UA train items of a few professions, shaped like the prepared table ``finetune`` reads.
+* :func:`write_workspace` - the tiny LoRA workspace the fine-tune and tuning tests train on, small enough
+  for CPU training in seconds: the session's tiny causal model and tokenizer saved as ``<root>/base``, and
+  ``<root>/gbem.parquet`` with the real GBEM-UA train items of a few professions, shaped like the prepared
+  table ``finetune`` reads;
+* :func:`copy_pipeline` + :func:`pipeline_env` + :func:`init_repo` + :func:`run_in` - a copy of the
+  project's pipeline (``dvc.yaml``, ``params.yaml``, ``src/``) in a fresh git + DVC repository, for tests
+  that run a real ``dvc repro``.
 """
 
 from __future__ import annotations
@@ -28,3 +32,48 @@ def write_workspace(root: Path, mirror: Path, model, tokenizer, splits: Sequence
     df["split"] = df["profession"].map(dict(zip(professions, splits)))
     df.to_parquet(root / "gbem.parquet")
     return root
+
+
+def copy_pipeline(dest: Path, root: Path) -> None:
+    """The files a ``dvc repro`` runs from - ``dvc.yaml``, ``params.yaml``, ``src/`` (tracked or not ignored)."""
+    import shutil
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "dvc.yaml",
+                             "params.yaml", "src"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    for rel in listed:
+        if (root / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, dest / rel)
+
+
+def pipeline_env(work: Path, **extra: str) -> dict[str, str]:
+    """The environment a workspace's stages run in: its own ``src`` first, this interpreter's tools on PATH,
+    no MLflow server or data/download folder inherited from the caller (``extra`` sets them)."""
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(work / "src"), "HF_HUB_OFFLINE": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
+    for name in ("MLFLOW_TRACKING_URI", "BIASLAB_DATA_DIR", "BIASLAB_DOWNLOAD_DIR", "BIASLAB_RAW_BASE_URL"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+def run_in(work: Path, env: dict[str, str], *cmd: str, timeout: int = 1500) -> str:
+    """Run ``cmd`` in ``work``; its combined output, or an assertion error showing the tail of it."""
+    import subprocess
+
+    proc = subprocess.run(list(cmd), cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    return proc.stdout + proc.stderr
+
+
+def init_repo(work: Path, env: dict[str, str]) -> None:
+    """``git init`` + ``dvc init`` + one commit of everything in ``work``."""
+    git = ("git", "-c", "user.email=test@biaslab", "-c", "user.name=test")
+    run_in(work, env, "git", "init", "-q")
+    run_in(work, env, "dvc", "init", "-q")
+    run_in(work, env, *git, "add", "-A")
+    run_in(work, env, *git, "commit", "-qm", "workspace")

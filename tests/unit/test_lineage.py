@@ -75,11 +75,27 @@ def test_raw_dataset_from_mirror_or_pinned_origin(tmp_path):
     assert provenance.raw_dataset(tmp_path / "mirror", "winogender", download_dir=tmp_path / "raw") is None
 
 
-def test_raw_datasets_are_the_mirror_folders_prepare_depends_on():
-    """What ``prepare`` logs as raw inputs is what DVC tracks for it: the ``${mirror}/<dataset>`` deps."""
-    dvc = yaml.safe_load((Path(__file__).resolve().parents[2] / "dvc.yaml").read_text(encoding="utf-8"))
-    deps = [d.split("/", 1)[1] for d in dvc["stages"]["prepare"]["deps"] if d.startswith("${mirror}/")]
-    assert tuple(deps) == provenance.RAW_DATASETS
+def test_raw_datasets_are_the_folders_of_the_files_prepare_reads():
+    """What ``prepare`` logs as raw inputs are the folders of the files ``raw_data`` records for it."""
+    from biaslab.data import sources
+
+    folders = {rel.split("/", 1)[0] for rel in sources.dataset_files()} | {"corpora"}  # corpora: lm_heldout's text
+    assert set(provenance.RAW_DATASETS) == folders
+
+
+def test_raw_refs_carry_the_record_dvc_tracks(tmp_path):
+    """The mirror is outside DVC's view: each raw ref names the raw_data record its stage depends on."""
+    from biaslab.config import DataConfig
+
+    (tmp_path / "mirror" / "rubia").mkdir(parents=True)
+    (tmp_path / "mirror" / "rubia" / "rubia.tsv").write_text("a\tb\n")
+    record = tmp_path / "datasets.json"
+    cfg = DataConfig(mirror_dir=str(tmp_path / "mirror"), prepared_dir=str(tmp_path / "data" / "prepared"))
+    assert [r.tags.get("raw_inputs_md5") for r in provenance.raw_datasets(cfg, record=record)] == [None]  # none yet
+    record.write_text('{"rubia/rubia.tsv": "00"}\n')
+    (ref,) = provenance.raw_datasets(cfg, record=record)
+    assert ref.tags["raw_inputs"] == record.as_posix() and ref.tags["raw_inputs_md5"] == lineage.file_md5(record)
+    assert ref.digest == lineage.dvc_digest(tmp_path / "mirror" / "rubia")
 
 
 def test_corpus_parts_differ_and_follow_the_split_settings(tmp_path):

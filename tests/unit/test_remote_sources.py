@@ -10,13 +10,10 @@ defects the cleaning rules remove. No test touches the network.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pandas as pd
@@ -25,34 +22,7 @@ import pytest
 from biaslab.config import DataConfig, LmHeldoutConfig, Params
 from biaslab.data import corpora, occugender, sources
 from biaslab.data.errors import DataError
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-class FakeRemote:
-    """A directory served over HTTP on 127.0.0.1; ``requests`` lists the paths asked for."""
-
-    def __init__(self, root: Path):
-        self.root, self.requests = root, []
-        remote = self
-
-        class Handler(http.server.SimpleHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_GET(self):
-                remote.requests.append(self.path)
-                super().do_GET()
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                                      functools.partial(Handler, directory=str(root)))
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def put(self, repo: str, commit: str, path: str, payload: bytes) -> None:
-        dest = self.root / repo / commit / path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(payload)
+from fake_remote import FIXTURES, FakeRemote, serve_pinned_datasets
 
 
 @pytest.fixture()
@@ -62,8 +32,7 @@ def remote(tmp_path, monkeypatch):
     monkeypatch.delenv("BIASLAB_DATA_DIR", raising=False)
     monkeypatch.delenv(sources.DOWNLOAD_DIR_ENV, raising=False)
     yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    fake.close()
 
 
 # ----------------------------------------------------------------------------------- a tiny corpus recipe
@@ -101,17 +70,6 @@ def serve_recipe(remote: FakeRemote, recipe: corpora.CorpusRecipe) -> None:
         remote.put(recipe.repo, recipe.commit, path, raw)
 
 
-def serve_pinned_datasets(remote: FakeRemote, mirror: Path) -> None:
-    """Every REMOTE file (the mirror's bytes) and the authors' female_ratios.csv, at their pinned paths."""
-    for rel, pin in sources.REMOTE.items():
-        if rel in sources.OPTIONAL_REMOTE and not (mirror / rel).is_file():
-            continue  # optional files the mirror does not carry: not served, so prepare reports them missing
-        remote.put(pin.repo, pin.commit, pin.path, (mirror / rel).read_bytes())
-    for derived in sources.DERIVED.values():
-        remote.put(derived.source.repo, derived.source.commit, derived.source.path,
-                   (FIXTURES / "occugender_female_ratios.csv").read_bytes())
-
-
 # ----------------------------------------------------------------------------------- tests
 def test_cleaning_rules_on_the_tiny_recipe():
     recipe = tiny_recipe()
@@ -133,7 +91,13 @@ def test_no_mirror_prepare_and_corpus_loading_from_the_fake_remote(tmp_path, rem
                      lm_heldout=no_heldout)
     assert not Path(cfg.mirror_dir).exists()
 
+    resolved, resolve = [], sources.resolve
+    monkeypatch.setattr(sources, "resolve", lambda cfg, rel: resolved.append(rel) or resolve(cfg, rel))
     report = prepare(Params(data=cfg))
+    monkeypatch.setattr(sources, "resolve", resolve)
+    # raw_data fingerprints what prepare reads: every needed file, and the optional ones it tries (it stops at
+    # the first one missing)
+    assert set(sources.dataset_files()) <= set(resolved) <= {*sources.dataset_files(), *sources.OPTIONAL_REMOTE}
     with_mirror = tmp_path / "with-mirror" / "prepared"
     prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(with_mirror), allow_download=False,
                                    lm_heldout=no_heldout)))
@@ -205,9 +169,10 @@ def test_the_authors_file_converts_to_the_mirrors_jobs_csv(mirror):
 
 
 def test_packaged_occugender_spec_is_the_mirrors_transcription(mirror):
-    packaged = json.loads(sources.packaged_path("occugender.json").read_text(encoding="utf-8"))
-    transcribed = json.loads((mirror / "occugender" / "spec.json").read_text(encoding="utf-8"))
-    assert packaged == transcribed  # every key: prepare writes the same occugender_spec.json either way
+    packaged = sources.packaged_path("occugender.json").read_bytes()
+    # byte for byte: prepare writes the same occugender_spec.json either way, and raw_data records the same sha256
+    assert packaged == (mirror / "occugender" / "spec.json").read_bytes()
+    packaged = json.loads(packaged)
     # the correction noted in the mirror's SOURCE.md: prompt 1 uses the complete Appendix A list
     assert packaged["verbalizations"]["gender_word"] == {
         "male": ["Male", "Man", "He", "Him"], "female": ["Female", "Woman", "She", "Her"],
@@ -246,8 +211,7 @@ def test_upstream_sources_rebuild_the_mirror_corpora_byte_for_byte(tmp_path, mir
     try:
         folder = sources.corpus_dir(cfg, list(corpora.RECIPES))
     finally:
-        fake.server.shutdown()
-        fake.server.server_close()
+        fake.close()
     for recipe in corpora.languages():
         for rel in (recipe.corpus_file, recipe.manifest_file):
             assert (folder.parent / rel).read_bytes() == (mirror / rel).read_bytes(), rel
