@@ -62,8 +62,9 @@ def project(tmp_path_factory, mirror, tiny_tokenizer, tiny_causal_model):
     mp = pytest.MonkeyPatch()
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
     mp.chdir(root)
-    from biaslab.stages import prepare
+    from biaslab.stages import prepare, raw_data
 
+    assert raw_data.main(["--params", "params.yaml"]) == 0  # the record prepare depends on in dvc.yaml
     assert prepare.main(["--params", "params.yaml"]) == 0
     yield root
     mp.undo()
@@ -77,8 +78,11 @@ def test_prepare_logs_each_raw_dataset_folder_with_dvc_digest(project, mirror):
     assert {name for name, _ in got} == {name for name in RAW_DATASETS if (mirror / name).is_dir()}
     for (name, context), item in got.items():
         assert context == "raw"
-        assert item["digest"] == lineage.dvc_digest(mirror / name)  # == the ${mirror}/<name> entry of dvc.lock
+        assert item["digest"] == lineage.dvc_digest(mirror / name)  # DVC's digest of the folder read
         assert Path(item["source"]["uri"]) == mirror / name
+        # DVC tracks the folder through raw_data's record: its md5 is prepare's dvc.lock entry for it
+        assert item["tags"]["raw_inputs"] == "data/raw_inputs/datasets.json"
+        assert item["tags"]["raw_inputs_md5"] == lineage.file_md5(project / "data" / "raw_inputs" / "datasets.json")
     assert got[("crows_pairs", "raw")]["tags"]["pinned_origin"].startswith("https://github.com/nyu-mll/crows-pairs/")
 
 
