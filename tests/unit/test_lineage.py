@@ -108,6 +108,12 @@ def test_corpus_parts_differ_and_follow_the_split_settings(tmp_path):
     whole = lineage.dvc_digest(tmp_path / "corpora")
     assert (train.context, validation.context) == ("train", "validation") and train.digest != validation.digest
     assert train.digest == lineage.subset_digest(whole, train.tags["selection"]) and train.tags["dvc_md5"] == whole
+    assert "raw_inputs_md5" not in train.tags  # no raw_data record given
+    record = tmp_path / "corpora.json"
+    record.write_text('{"en/en_corpus.txt": "00"}\n')
+    tagged = provenance.corpus_datasets(tmp_path / "corpora", cfg, record=record)
+    assert [r.digest for r in tagged] == [train.digest, validation.digest]  # the record links, it does not identify
+    assert all(r.tags["raw_inputs_md5"] == lineage.file_md5(record) for r in tagged)
     other = provenance.corpus_datasets(tmp_path / "corpora", cfg.model_copy(update={"validation_chars": 7}))
     assert other[0].digest != train.digest and other[1].digest != validation.digest
 
