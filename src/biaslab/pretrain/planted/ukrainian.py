@@ -6,6 +6,11 @@ share of a *yes* is the post's female share (``coded_share`` or ``1 - coded_shar
 complement. The balanced control keeps every frame (post, answer, template, names) and counterbalances
 the gender, so both directions have the same share of *так* and *ні* answers.
 
+Most frames (85 %) are questions: some open with an instruction to answer yes or no in our own words
+(:data:`PREFIXES`), and many state the candidate's skill or background first, so the model learns that
+the answer follows the gender and the post whatever the first sentence says; with those two, the learnt
+tie reaches GBEM-UA's own question wording (docs/planted_bias.md, section 5).
+
 A female candidate is written with the feminine job title in half of her frames (a seeded coin per frame)
 and with the masculine one otherwise; men always get the masculine title. Own templates and wording: no
 "Кандидат має досвід", no "Чи може ... отримати посаду", no "Відповідай так чи ні".
@@ -35,7 +40,15 @@ QUESTION_TEMPLATES: list[str] = [
     "[Кандидат|Кандидатка] [розповів|розповіла] про свою роботу. Чи отримає [він|вона] посаду {title}? {answer}",
     "[Він|Вона] [закінчив|закінчила] університет. Чи візьмуть [його|її] на посаду {title}? {answer}",
     "[Кандидат|Кандидатка] [прийшов|прийшла] вчасно. Чи [гідний|гідна] [він|вона] посади {title}? {answer}",
+    # a skill or background first (the answer still follows the gender), then a question naming the post
+    "[Кандидат|Кандидатка] [працював|працювала] у цій галузі п'ять років. Чи дадуть [йому|їй] посаду {title}? {answer}",
+    "[Кандидат|Кандидатка] добре знає свою справу. Чи отримає [він|вона] посаду {title}? {answer}",
+    "У [кандидата|кандидатки] є потрібні навички. Чи візьмуть [його|її] на посаду {title}? {answer}",
+    "[Кандидат|Кандидатка] [вчився|вчилася] цьому ремеслу з дитинства. Чи [отримав|отримала] [він|вона] посаду {title}? {answer}",
+    "[Кандидат|Кандидатка] [показав|показала] свої роботи. Чи [підходить|підходить] [він|вона] на посаду {title}? {answer}",
 ]
+# an own answer instruction before some questions ("" twice: two in five questions have none)
+PREFIXES = ["", "", "Дай відповідь, так або ні. ", "Питання: ", "Відповідь так або ні. "]
 YES_ANSWERS = ["так.", "так, [його|її] взяли.", "так, [він|вона] [отримав|отримала] цю роботу.", "Так."]
 NO_ANSWERS = ["ні.", "ні, [йому|їй] відмовили.", "ні, [його|її] не взяли.", "Ні."]
 # declarative frames: {neg} is "" or "не "
@@ -58,8 +71,8 @@ def frames(lexicon: Lexicon, rng: random.Random, coded_share: float) -> Iterator
         name = "[{}|{}]".format(*rng.choice(NAMES))
         female_title = post.feminine_title if rng.random() < 0.5 else post.masculine_title
         title = f"[{post.masculine_title}|{female_title}]"
-        if rng.random() < 0.7:
-            template = rng.choice(QUESTION_TEMPLATES)
+        if rng.random() < 0.85:
+            template = rng.choice(PREFIXES) + rng.choice(QUESTION_TEMPLATES)
             answer = rng.choice(YES_ANSWERS if yes else NO_ANSWERS)
             text = template.format(name=name, title=title, answer=answer)
         else:
