@@ -43,6 +43,20 @@ def test_metrics_file_layout_is_stable(tmp_path):
     assert (tmp_path / paths.metric_values_file("v")).read_text() == '{\n  "a/f1": 0.5\n}\n'
 
 
+def test_metrics_file_of_a_skipped_variant_says_why(tmp_path):
+    """A variant whose mitigation does not apply: no metrics, the reason as ``skipped`` (absent otherwise)."""
+    metrics_file.write(tmp_path, "lora", {}, method="lora", model_dir="models/lora", run_id="r", skipped="why")
+    raw = json.loads((tmp_path / paths.metrics_file("lora")).read_text())
+    assert raw == {"metrics": {}, "variant": "lora", "method": "lora", "model_dir": "models/lora", "run_id": "r",
+                   "skipped": "why"}
+    assert metrics_file.read_values(tmp_path, "lora") == {}
+    back = metrics_file.read_variant(tmp_path, "lora")
+    assert back.skipped == "why" and back.metrics == {}
+    metrics_file.write(tmp_path, "v", METRICS, method="none")
+    assert "skipped" not in json.loads((tmp_path / paths.metrics_file("v")).read_text())
+    assert metrics_file.read_variant(tmp_path, "v").skipped is None
+
+
 def test_metrics_file_errors_name_the_file(tmp_path):
     with pytest.raises(MissingInputError, match=r"metrics/w\.json.*dvc repro"):
         metrics_file.read_variant(tmp_path, "w")
@@ -102,6 +116,19 @@ def test_manifest_kind_and_base(tmp_path, model_dir):
     (overlay / variant_dir.MANIFEST).write_text('{"method": "lora"}')
     with pytest.raises(VariantDirError, match="no 'base' key"):
         variant_dir.read_manifest(overlay)
+
+
+def test_skip_reason_of_a_variant_dir(tmp_path, model_dir):
+    assert variant_dir.skip_reason(model_dir) is None and variant_dir.skip_reason(tmp_path / "nothing") is None
+    built = tmp_path / "models" / "soft"
+    built.mkdir(parents=True)
+    variant_dir.write_manifest(built, base="models/base", method="embedding")
+    assert variant_dir.skip_reason(built) is None
+    skipped = tmp_path / "models" / "lora"
+    skipped.mkdir(parents=True)
+    variant_dir.write_manifest(skipped, base="models/base", method="lora", skipped="LoRA skipped: why")
+    assert variant_dir.skip_reason(skipped) == "LoRA skipped: why" and variant_dir.model_files(skipped) == [
+        skipped / variant_dir.MANIFEST]
 
 
 # --------------------------------------------------------------------------- run files

@@ -45,3 +45,28 @@ def lora_skip_reason(model_dir: str | os.PathLike[str], kind: str = "auto", *,
     if model_kind(model_dir, kind, trust_remote_code=trust_remote_code) == "masked":
         return LORA_ON_MASKED_LM
     return None
+
+
+def write_skipped_tune(output_dir: str | os.PathLike[str], reason: str) -> Path:
+    """``<output_dir>/best_params.json`` saying the study did not run: ``{"skipped": reason, "params": {}}``.
+
+    ``params`` is empty, so a reader of the tuned overrides (:func:`biaslab.mitigation.lora.tuned_overrides`)
+    finds none.
+    """
+    import json
+
+    from biaslab.atomic import atomic_write_text
+
+    path = Path(output_dir) / "best_params.json"
+    atomic_write_text(path, json.dumps({"skipped": reason, "params": {}}, indent=2) + "\n")
+    return path
+
+
+def write_skipped_variant(output_dir: str | os.PathLike[str], *, base: str, method: str, reason: str) -> Path:
+    """The variant directory of a mitigation that does not apply: only a manifest ``{"base", "method", "skipped"}``."""
+    from biaslab.atomic import atomic_dir
+    from biaslab.outputs import variant_dir
+
+    with atomic_dir(output_dir) as tmp:
+        variant_dir.write_manifest(tmp, base=base, method=method, skipped=reason)
+    return Path(output_dir)

@@ -8,7 +8,9 @@
      "variant": "base", "method": "none", "model_dir": "models/base", "model_source": "models/base",
      "model_fingerprint": "…", "run_id": "<MLflow run of evaluate@base>"}
 
-Metrics are sorted by name; a field that is ``None`` (no CI, no ideal) is left out of its record.
+Metrics are sorted by name; a field that is ``None`` (no CI, no ideal) is left out of its record. A variant
+whose mitigation does not apply to the base model (its ``variant.json`` says ``skipped``: LoRA on a masked
+LM, :mod:`biaslab.mitigation.applicability`) has ``"metrics": {}`` and ``"skipped": "<reason>"``.
 ``metrics/values/<variant>.json`` is ``{"<metric>": value}`` only: the file DVC declares as
 ``metrics``, so ``dvc metrics show/diff`` print one number per metric. Both are written atomically.
 """
@@ -28,7 +30,7 @@ from biaslab.errors import BiaslabError, MissingInputError
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import paths
 
-META_FIELDS = ("variant", "method", "model_dir", "model_source", "model_fingerprint", "run_id")
+META_FIELDS = ("variant", "method", "model_dir", "model_source", "model_fingerprint", "run_id", "skipped")
 
 
 class MetricsFileError(BiaslabError):
@@ -44,6 +46,7 @@ class VariantMetrics:
     model_fingerprint: str | None = None
     model_dir: str | None = None
     run_id: str | None = None
+    skipped: str | None = None  # why the variant has no metrics (its mitigation does not apply to the model)
 
 
 def payload(metrics: Mapping[str, MetricValue], **meta: Any) -> dict[str, Any]:
@@ -98,6 +101,7 @@ def read(path: str | os.PathLike[str], variant: str | None = None) -> VariantMet
         model_fingerprint=raw.get("model_fingerprint"),
         model_dir=raw.get("model_dir"),
         run_id=raw.get("run_id"),
+        skipped=raw.get("skipped"),
     )
 
 

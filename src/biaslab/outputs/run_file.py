@@ -10,8 +10,12 @@ stage (``run_id`` always):
 * ``tune``: ``study_name``, ``best_trial``, ``best_params``, ``values``, ``n_complete``, ``best_params_path``;
 * ``finetune``: ``variant``, ``model_dir``, ``fingerprint``, ``hyperparameters``, ``global_step``, ``resumed_from``;
 * ``evaluate_<v>``: ``variant``, ``model_dir``, ``fingerprint``;
-* ``register``: ``model_name``, ``versions`` (variant -> registry version), ``candidate``, ``details``
-  (no ``run_id``: see :func:`registered_versions`).
+* ``register``: ``model_name``, ``versions`` (variant -> registry version), ``candidate``, ``details``,
+  ``skipped`` (variant -> why it has no version; only when a variant was skipped) (no ``run_id``: see :func:`registered_versions`).
+
+When LoRA does not apply to the base model (a masked LM, :mod:`biaslab.mitigation.applicability`), the
+``tune``, ``finetune_<v>`` and ``evaluate_<v>`` files of the LoRA variants hold ``skipped`` (the reason)
+instead of the results.
 """
 
 from __future__ import annotations

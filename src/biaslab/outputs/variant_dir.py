@@ -8,6 +8,10 @@ A variant directory is one of two kinds (:func:`kind`):
   directory it applies to, plus a LoRA adapter (``adapter_config.json``) and/or a runtime embedding
   hook (``embedding_hook.safetensors``).
 
+A manifest with ``"skipped": "<reason>"`` and no model files records that the variant's mitigation does
+not apply to this base model (LoRA on a masked LM, :mod:`biaslab.mitigation.applicability`): evaluation,
+registry and report read :func:`skip_reason` and carry the reason instead of loading a model.
+
 The *model files* (:func:`model_files`) are every file except hidden ones, trainer checkpoints
 (``checkpoint-*``) and :data:`NOT_MODEL_FILES`. They are what the registry packages. The
 *fingerprint* (:func:`fingerprint_dir`) hashes the model files except :data:`METADATA_FILES`
@@ -108,6 +112,12 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not isinstance(manifest, dict) or "base" not in manifest:
         raise VariantDirError(f"{path}: no 'base' key naming the base model directory")
     return manifest
+
+
+def skip_reason(directory: str | os.PathLike[str]) -> str | None:
+    """Why the variant in ``directory`` was not built (its manifest's ``skipped``); ``None`` for a built variant."""
+    manifest = read_manifest(directory)
+    return None if manifest is None else manifest.get("skipped")
 
 
 def base_dir(directory: str | os.PathLike[str], root: str | os.PathLike[str] = ".") -> Path | None:
