@@ -192,6 +192,7 @@ def report_markdown(inputs: ReportInputs, summary: pd.DataFrame, accuracy: str, 
         f"{inputs.versions.get(v, '–')} |"
         for v, vm in inputs.metrics.items()
     )
+    skipped = "".join(f"\n- **{v}** has no numbers: {vm.skipped}" for v, vm in inputs.metrics.items() if vm.skipped)
     headline_section = ""
     if headline_table is not None:
         from biaslab import comparison
@@ -205,7 +206,7 @@ def report_markdown(inputs: ReportInputs, summary: pd.DataFrame, accuracy: str, 
 | variant | method | model dir | model fingerprint | registry version |
 |---|---|---|---|---|
 {provenance}
-
+{skipped}
 Cells are `value [95% bootstrap CI]` where a CI exists. Directions: ↑ higher is better, ↓ lower is better,
 ◎ closest to the ideal is best. Each benchmark's own tables, stacked over variants, are in `side_by_side/`.
 {headline_section}

@@ -2,7 +2,8 @@
 
 What a person wants after a run, in ~30 lines: which model and variants, the headline metrics of each
 benchmark against the base (:mod:`biaslab.comparison`, compact: value and mark, no CI), what the
-promotion gate says about each variant, their registry versions, and where to look next. Everything
+promotion gate says about each variant, their registry versions, and where to look next. A variant whose
+mitigation did not apply (LoRA on a masked LM) is listed with its reason, outside the table and the gate. Everything
 is read from the pipeline's files (``metrics/<variant>.json``, ``runs/register.json``), so it needs no
 MLflow connection and costs nothing to print again.
 """
@@ -34,6 +35,7 @@ class Summary:
     versions: dict[str, str]
     model_name: str
     not_evaluated: list[str]
+    skipped: dict[str, str] = field(default_factory=dict)  # variant -> why its mitigation did not apply
 
 
 def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -> Summary:
@@ -43,10 +45,12 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
     from biaslab.report import describe_model_source
 
     root = Path(root)
-    loaded = {}
+    loaded, skipped = {}, {}
     for name in params.variants:
         found = metrics_file.read_if_present(root, name)
-        if found is not None:
+        if found is not None and found.skipped:
+            skipped[name] = found.skipped
+        elif found is not None:
             loaded[name] = found
     if base not in loaded:
         raise FileNotFoundError(f"metrics/{base}.json not found; run `dvc repro` first")
@@ -60,7 +64,8 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
                              [f"{r.metric}: {r.reason}" for r in results if not r.passed]))
     versions = run_file.registered_versions(root / paths.run_file("register"))
     return Summary(describe_model_source(params), table, gate, versions,
-                   params.registry.model_name, [n for n in params.variants if n not in loaded])
+                   params.registry.model_name, [n for n in params.variants if n not in loaded and n not in skipped],
+                   skipped)
 
 
 def _compact_table(comparison: Comparison) -> Any:
@@ -87,6 +92,8 @@ def render(summary: Summary, console: Any) -> None:
     if summary.not_evaluated:
         line += f"; not evaluated: {', '.join(summary.not_evaluated)}"
     console.print(line, highlight=False)
+    for name, reason in summary.skipped.items():
+        console.print(f"Skipped: {name}: {reason}", highlight=False)
     console.print(_compact_table(comparison))
     console.print("▲/▼ better/worse than the base beyond the 95% CIs, △/▽ within them, = same "
                   "(each metric's own direction: ↑ higher, ↓ lower, ◎ closest to the ideal).", highlight=False)

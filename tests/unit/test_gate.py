@@ -9,6 +9,7 @@ import pytest
 from biaslab.config import GateCondition
 from biaslab.metrics.values import MetricValue
 from biaslab.registry import VariantMetrics, check_condition, evaluate_gate
+from biaslab.registry.gate import NOT_COMPUTED
 
 
 def mv(value, lo=None, hi=None, direction="lower", ideal=None):
@@ -75,6 +76,13 @@ def test_missing_or_nan_metric_fails_with_reason():
     assert not result.passed and "missing" in result.reason
     assert not check_condition(cond("at_most", 1.0), mv(math.nan), None).passed
     assert "base" in check_condition(cond("better_than_base_beyond_ci"), mv(0.1, 0, 0.2), None).reason
+
+
+def test_metric_the_model_never_gets_fails_closed_and_says_so():
+    """Neither variant nor base has the metric (GBEM-UA on a masked LM): fail, naming what to change."""
+    result = check_condition(cond("not_worse_than_base_minus"), None, None)
+    assert not result.passed and result.reason == NOT_COMPUTED and "registry.gate" in result.reason
+    assert check_condition(cond("at_most", 0.1), None, None).reason == NOT_COMPUTED
 
 
 def test_evaluate_gate_reports_every_condition():

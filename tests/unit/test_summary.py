@@ -51,6 +51,19 @@ def test_summary_fits_one_screen_and_says_what_to_do(tmp_path):
     assert "0.050 ▲" in row and "0.190 △" in row  # lower is better: good beyond the CIs, worse within
 
 
+def test_summary_lists_a_skipped_variant_with_its_reason(tmp_path):
+    """A variant whose mitigation did not apply (LoRA on a masked LM): its reason, not a gate FAIL or a column."""
+    write_project(tmp_path)
+    (tmp_path / "metrics" / "missing.json").write_text(json.dumps(
+        {"variant": "missing", "metrics": {}, "skipped": "LoRA skipped: the model is a masked LM."}))
+    console = Console(width=summary.WIDTH, record=True)
+    built = summary.print_summary(load_params(tmp_path / "params.yaml"), tmp_path, console=console)
+    text = console.export_text()
+    assert built.skipped == {"missing": "LoRA skipped: the model is a masked LM."} and built.not_evaluated == []
+    assert "Skipped: missing: LoRA skipped: the model is a masked LM." in text
+    assert "missing" not in built.comparison.variants and all(g.variant != "missing" for g in built.gate)
+
+
 def test_summary_command(tmp_path):
     write_project(tmp_path)
     result = CliRunner().invoke(app, ["summary", "--root", str(tmp_path)])

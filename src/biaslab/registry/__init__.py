@@ -45,11 +45,14 @@ from biaslab.registry.errors import RegistryError
 from biaslab.registry.gate import ConditionResult, check_condition, evaluate_gate
 from biaslab.registry.package import file_manifest
 from biaslab.registry.promote import CHAMPION, PromotionDecision, find_variant_version, promote
-from biaslab.registry.register import CANDIDATE, FLAVORS, REGISTER_JSON, RegisteredVersion, register_variants, write_register_json
+from biaslab.registry.register import (
+    CANDIDATE, FLAVORS, REGISTER_JSON, RegisteredVersion, register_variants, skipped_variants, write_register_json,
+)
 from biaslab.registry.sources import VariantSource, resolve_variant
 
 __all__ = [
     "CANDIDATE", "CHAMPION", "FLAVORS", "REGISTER_JSON", "ConditionResult", "PromotionDecision", "RegisteredVersion",
     "RegistryError", "VariantMetrics", "VariantSource", "check_condition", "evaluate_gate", "file_manifest",
-    "find_variant_version", "promote", "register_variants", "resolve_variant", "write_register_json",
+    "find_variant_version", "promote", "register_variants", "resolve_variant", "skipped_variants",
+    "write_register_json",
 ]

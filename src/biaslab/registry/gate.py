@@ -11,6 +11,11 @@ from biaslab.metrics.values import MetricValue
 from biaslab.outputs.metrics_file import VariantMetrics
 
 
+NOT_COMPUTED = ("metric computed for neither the variant nor the base (a benchmark this model skips, e.g. GBEM-UA "
+                "or OccuGender for a masked LM): name metrics the model has in registry.gate")
+"""Why a condition fails whose metric this model never gets: the gate fails closed rather than pass unchecked."""
+
+
 @dataclass
 class ConditionResult:
     """One gate condition, evaluated: the numbers, the verdict, and why."""
@@ -66,6 +71,8 @@ def check_condition(cond: GateCondition, variant: MetricValue | None, base: Metr
             passed=passed, reason=reason,
         )
 
+    if variant is None and base is None:  # fails closed: a promotion needs evidence
+        return result(False, NOT_COMPUTED)
     if variant is None or not math.isfinite(variant.value):
         return result(False, "metric missing or not computed for the variant")
     v = variant.value

@@ -2,7 +2,9 @@
 
 Unchanged content reuses its version; new content is packaged, uploaded, verified and only then
 registered; the alias ``candidate`` moves to the newest version; ``runs/register.json`` records
-variant -> version."""
+variant -> version. A variant whose mitigation did not apply to the base model (its ``variant.json`` says
+``skipped``: LoRA on a masked LM) gets no version; ``runs/register.json`` lists it under ``skipped`` with
+the reason (:func:`skipped_variants`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 from biaslab.config import Params
 from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.outputs.metrics_file import VariantMetrics
-from biaslab.outputs.variant_dir import fingerprint_dir
+from biaslab.outputs.variant_dir import fingerprint_dir, skip_reason
 from biaslab.provenance import git_commit
 from biaslab.registry.errors import RegistryError
 from biaslab.registry.package import file_manifest, package_variant, verify_logged
@@ -80,6 +82,20 @@ def metric_tags(vm: VariantMetrics | None, names: list[str] | tuple[str, ...]) -
     return tags
 
 
+def skipped_variants(params: Params, root: str | os.PathLike[str] = ".",
+                     variants: list[str] | None = None) -> dict[str, str]:
+    """``variant -> reason`` for the variants (of ``variants``, default all) whose directory says their
+    mitigation did not apply to the base model (:func:`biaslab.outputs.variant_dir.skip_reason`)."""
+    root = Path(root)
+    found = {}
+    for name in variants or list(params.variants):
+        cfg = params.variant(name)
+        reason = None if cfg.method == "prompt" else skip_reason(root / cfg.model_dir)
+        if reason is not None:
+            found[name] = reason
+    return found
+
+
 def _order_for_registration(sources: list[VariantSource]) -> list[VariantSource]:
     """Full models first, so overlays and prompts can reference their base's version."""
     return sorted(sources, key=lambda s: s.kind != "full")
@@ -98,7 +114,8 @@ def register_variants(
     """Register every variant (or ``variants``); return variant -> version. MLflow must be configured.
 
     Each new package is logged to a run of ``log`` (nested under the active run: the register stage's)
-    before its version is created; the caller logs the result.
+    before its version is created; the caller logs the result. Skipped variants (:func:`skipped_variants`)
+    are left out: there is nothing to register.
     """
     from biaslab.serving.package import serving_identity
     from biaslab.serving.settings import ServingSettings
@@ -106,7 +123,8 @@ def register_variants(
     if flavor not in FLAVORS:
         raise RegistryError(f"unknown flavor {flavor!r}; choose one of {FLAVORS}")
     root = Path(root).resolve()
-    names = variants or list(params.variants)
+    skipped = skipped_variants(params, root, variants)
+    names = [n for n in variants or list(params.variants) if n not in skipped]
     sources = _order_for_registration([resolve_variant(n, params.variant(n), root) for n in names])
     model_name = params.registry.model_name
     client = _client()
@@ -207,8 +225,9 @@ def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSou
 
 
 def write_register_json(result: dict[str, RegisteredVersion], model_name: str,
-                        path: str | os.PathLike[str] = REGISTER_JSON) -> None:
-    """``runs/register.json``: variant -> version, plus the details downstream stages may want."""
+                        path: str | os.PathLike[str] = REGISTER_JSON, *, skipped: dict[str, str] | None = None) -> None:
+    """``runs/register.json``: variant -> version, plus the details downstream stages may want, and
+    ``skipped`` (variant -> why it has no version) when any variant was skipped."""
     newest = max(result.values(), key=lambda r: int(r.version)) if result else None
     run_file.write(
         path,
@@ -216,4 +235,5 @@ def write_register_json(result: dict[str, RegisteredVersion], model_name: str,
         versions={n: r.version for n, r in result.items()},
         candidate=newest.version if newest else None,
         details={n: asdict(r) for n, r in result.items()},
+        **({"skipped": skipped} if skipped else {}),
     )

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
-from biaslab.config import Params, load_params
+from biaslab.config import Params, VariantConfig, load_params
 from biaslab.metrics.values import MetricValue
+from biaslab.outputs import metrics_file, run_file, variant_dir
 from biaslab.stages.entry import VARIANT, stage_main
 
 
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     metrics = evaluate_variant(load_params(args.params), args.variant, Path("."))
-    print(f"evaluate@{args.variant}: {len(metrics)} metrics -> metrics/{args.variant}.json")
+    if metrics:
+        print(f"evaluate@{args.variant}: {len(metrics)} metrics -> metrics/{args.variant}.json")
 
 
 def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) -> dict[str, MetricValue]:
@@ -32,13 +34,18 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     model for the variant (:func:`biaslab.tracking.variant_model`: the metric values are its metrics), every
     metric (with CI bounds and direction/ideal tags), per-benchmark timings, the per-item predictions,
     the tables and the summary; then the outputs are written with the run's id. The calibrate stage
-    evaluates its control model through this function too.
+    evaluates its control model through this function too. A variant whose directory says its mitigation
+    was skipped (``variant.json`` ``skipped``: LoRA on a masked LM) is not loaded: :func:`skip`.
     """
     from biaslab import evaluation
 
     outputs = evaluation.EvaluationOutputs.for_variant(variant_name, root)
     remove_outputs(outputs.metrics, outputs.values, outputs.run_file)  # a failed run must not leave an old file looking new
     tracking.configure(params.tracking, root)
+    variant = params.variant(variant_name)
+    reason = variant_dir.skip_reason(root / variant.model_dir) if variant.method != "prompt" else None
+    if reason is not None:
+        return skip(outputs, variant_name, variant, reason, root)
     under_test = evaluation.load_variant(params, variant_name, root)
     with tracking.stage_run("evaluate", variant=variant_name, tags=under_test.tags) as run:
         run_params = evaluation.run_params(params, under_test)
@@ -58,6 +65,29 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         tracking.log_text(result.summary, "summary.md")
         evaluation.write_outputs(outputs, under_test, result, run.info.run_id, root)
     return result.metrics
+
+
+def skip(outputs, name: str, variant: VariantConfig, reason: str, root: Path) -> dict[str, MetricValue]:
+    """A variant whose mitigation did not apply: no model to load; the outputs and the run carry the reason.
+
+    The same files as an evaluation (empty predictions, a tables folder with the summary, a metrics file with
+    no metrics and ``skipped``, the run file), so the DVC stage completes and the report can say why.
+    """
+    from biaslab.atomic import atomic_dir
+
+    summary = f"# {name}: not evaluated\n\n{reason}\n"
+    with tracking.stage_run("evaluate", variant=name, tags={"method": variant.method, "skipped": reason}) as run:
+        tracking.log_text(summary, "summary.md")
+        with atomic_dir(outputs.predictions):
+            pass
+        with atomic_dir(outputs.tables) as tmp:
+            (tmp / "summary.md").write_text(summary, encoding="utf-8")
+        metrics_file.write(root, name, {}, method=variant.method, model_dir=variant.model_dir,
+                           run_id=run.info.run_id, skipped=reason)
+        run_file.write(outputs.run_file, run_id=run.info.run_id, model_dir=variant.model_dir, variant=name,
+                       skipped=reason)
+    print(f"evaluate@{name}: {reason}")
+    return {}
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ Also writes the training loss curve to `reports/curves/finetune_<variant>/` (`dv
 
 Hyper-parameters: params.yaml `lora:`, overridden by the tune stage's best trial
 (`<tune.output_dir>/best_params.json`) when `lora.use_tuned` is true.
+
+When LoRA does not apply to the base model (a masked LM: biaslab.mitigation.applicability), nothing trains:
+the variant directory holds only variant.json with `skipped` (the reason), and runs/finetune_<variant>.json
+and the stage's MLflow run (tag `skipped`) say why; evaluate, register and report carry the reason.
 """
 
 import argparse
@@ -14,7 +18,8 @@ from pathlib import Path
 
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
-from biaslab.config import ConfigError, load_params
+from biaslab.config import ConfigError, Params, load_params
+from biaslab.mitigation.applicability import lora_skip_reason
 from biaslab.outputs import curves, paths, run_file
 from biaslab.stages.datasets import lora_training
 from biaslab.stages.entry import option, stage_main
@@ -39,6 +44,11 @@ def run(args: argparse.Namespace) -> None:
     run_json, curves_dir = paths.run_file("finetune", variant_name), paths.curves_dir("finetune", variant_name)
     remove_outputs(run_json, curves_dir)
     cfg = params.lora_for(variant_name)
+    reason = lora_skip_reason(base_model_dir(params), params.model.kind,
+                              trust_remote_code=params.model.trust_remote_code)
+    if reason is not None:
+        skip(params, variant_name, cfg.checkpoint_dir, reason)
+        return
     overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
     cfg = with_overrides(cfg, overrides)
     frame = prepared_table(params, "gbem_ua.parquet")
@@ -66,6 +76,21 @@ def run(args: argparse.Namespace) -> None:
                                 resumed_from=result.resumed_from)
     print(f"finetune: {result.global_step} steps on {result.train_examples} examples "
           f"(resumed from {result.resumed_from or 'scratch'}) -> {variant.model_dir}")
+
+
+def skip(params: Params, variant_name: str, checkpoint_dir: str, reason: str) -> None:
+    """No adapter for a model LoRA does not apply to: a ``skipped`` variant directory; the run says why."""
+    from biaslab.mitigation.applicability import write_skipped_variant
+
+    variant = params.variant(variant_name)
+    write_skipped_variant(variant.model_dir, base=params.model.output_dir, method="lora", reason=reason)
+    Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)  # a declared (persistent) output of the stage
+    curves.write(paths.curves_dir("finetune", variant_name), {})  # no training, no curve
+    tracking.configure(params.tracking)
+    with tracking.stage_run("finetune", variant=variant_name, tags={"method": "lora", "skipped": reason}) as mlflow_run:
+        run_file.write(paths.run_file("finetune", variant_name), run_id=mlflow_run.info.run_id,
+                       model_dir=variant.model_dir, variant=variant_name, skipped=reason)
+    print(f"finetune@{variant_name}: {reason}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ copy, faster); LoRA adapters / embedding hooks as artifacts referencing the base
 variant as ``prompt.json``. Artifacts are verified before a version is created; unchanged content reuses
 its version. The alias ``candidate`` moves to the newest version. Each version points at the MLflow
 logged model of the evaluation its metrics come from (tag ``model_id``; the model lists the version).
-Writes ``runs/register.json`` (variant -> version), which ``report`` and ``biaslab promote`` read.
+Writes ``runs/register.json`` (variant -> version), which ``report`` and ``biaslab promote`` read. A variant
+whose mitigation did not apply (LoRA on a masked LM) is not registered; the file and the run say why.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import asdict
 from biaslab import tracking
 from biaslab.config import load_params
 from biaslab.outputs import metrics_file
-from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, write_register_json
+from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, skipped_variants, write_register_json
 from biaslab.stages.entry import option, stage_main
 
 
@@ -33,13 +34,17 @@ def run(args: argparse.Namespace) -> None:
     params = load_params(args.params)
     tracking.configure(params.tracking)
     model_name = params.registry.model_name
-    with tracking.stage_run("register", tags={"registered_model": model_name}):
+    skipped = skipped_variants(params)
+    with tracking.stage_run("register", tags={"registered_model": model_name,
+                                              **{f"skipped.{n}": why for n, why in skipped.items()}}):
         result = register_variants(params, ".", log=tracking, metrics_dir=args.metrics_dir, flavor=args.flavor)
         link_logged_models(model_name, result, args.metrics_dir)
         tracking.log_dict({n: asdict(r) for n, r in result.items()}, "register.json")
-    write_register_json(result, params.registry.model_name, REGISTER_JSON)
+    write_register_json(result, params.registry.model_name, REGISTER_JSON, skipped=skipped)
     for name, reg in result.items():
         print(f"  {name:<10} version {reg.version:<4} {'(unchanged, reused)' if reg.reused else '(new)'}")
+    for name, reason in skipped.items():
+        print(f"  {name:<10} not registered: {reason}")
     print(f"registered {len(result)} variants of {params.registry.model_name} -> {REGISTER_JSON}")
 
 

@@ -6,6 +6,9 @@
 `tune.n_trials` is the total the study should reach: every worker runs only the missing trials. For
 workers on several machines, point `tune.storage` at an RDB URL (e.g. postgresql://...) instead of
 the journal file, and MLFLOW_TRACKING_URI at an MLflow server.
+
+When LoRA does not apply to the base model (a masked LM: biaslab.mitigation.applicability), no study runs:
+best_params.json, runs/tune.json and the stage's MLflow run (tag `skipped`) say why, and dvc repro goes on.
 """
 
 import argparse
@@ -14,7 +17,8 @@ from pathlib import Path
 
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
-from biaslab.config import load_params
+from biaslab.config import Params, load_params
+from biaslab.mitigation.applicability import lora_skip_reason
 from biaslab.outputs import paths, run_file
 from biaslab.stages.datasets import lora_training
 from biaslab.stages.entry import option, stage_main
@@ -37,6 +41,11 @@ def run(args: argparse.Namespace) -> None:
     out = Path(params.tune.output_dir)
     if not args.no_track:
         remove_outputs(RUN_FILE, out / "best_params.json", out / "pareto_front.png")
+    reason = lora_skip_reason(base_model_dir(params), params.model.kind,
+                              trust_remote_code=params.model.trust_remote_code)
+    if reason is not None:
+        skip(params, args, reason)
+        return
     frame = prepared_table(params, "gbem_ua.parquet")
     gbem = params.evaluation.benchmarks.get("gbem_ua")
     options = dict(gbem.options) if gbem is not None else {}
@@ -62,6 +71,18 @@ def run(args: argparse.Namespace) -> None:
                                     best_params_path=str(result.best_params_path))
     print(f"tune: study {result.study_name}: {result.n_complete} trials complete ({len(result.ran_here)} here); "
           f"best trial {result.best_trial} {result.values} -> {result.best_params_path}")
+
+
+def skip(params: Params, args: argparse.Namespace, reason: str) -> None:
+    """No study for a model LoRA does not apply to: ``best_params.json`` with no params, the run says why."""
+    from biaslab.mitigation.applicability import write_skipped_tune
+
+    if not args.no_track:
+        path = write_skipped_tune(params.tune.output_dir, reason)
+        tracking.configure(params.tracking)
+        with tracking.stage_run("tune", tags={"skipped": reason}) as mlflow_run:
+            run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, skipped=reason, best_params_path=str(path))
+    print(f"tune: {reason}")
 
 
 if __name__ == "__main__":
