@@ -16,8 +16,8 @@ from biaslab.mitigation.applicability import (
     write_skipped_variant,
 )
 from biaslab.mitigation.lora import tuned_overrides
-from biaslab.outputs import variant_dir
-from biaslab.registry import skipped_variants, write_register_json
+from biaslab.outputs import run_file, variant_dir
+from biaslab.registry import RegistryError, find_variant_version, skipped_variants, write_register_json
 
 
 def save_config(directory, config) -> None:
@@ -62,5 +62,8 @@ def test_skipped_variants_are_not_registered_and_the_register_file_says_why(tmp_
     out = tmp_path / "runs" / "register.json"
     write_register_json({}, "m", out, skipped={"lora": LORA_ON_MASKED_LM})
     assert json.loads(out.read_text())["skipped"] == {"lora": LORA_ON_MASKED_LM}
+    assert run_file.skipped_variants(out) == {"lora": LORA_ON_MASKED_LM}
+    with pytest.raises(RegistryError, match="variant 'lora' was not registered .*LoRA skipped: the model is a masked"):
+        find_variant_version(None, "m", "lora", out)  # biaslab promote lora: the reason, before any registry call
     write_register_json({}, "m", out)  # a run without skipped variants: the file has no such key
-    assert "skipped" not in json.loads(out.read_text())
+    assert "skipped" not in json.loads(out.read_text()) and run_file.skipped_variants(out) == {}

@@ -42,6 +42,9 @@ def find_variant_version(client: Any, model_name: str, variant: str, register_js
     from mlflow.exceptions import MlflowException
 
     if register_json is not None:
+        reason = run_file.skipped_variants(register_json).get(variant)
+        if reason is not None:
+            raise RegistryError(f"variant {variant!r} was not registered ({register_json}): {reason}")
         version = run_file.registered_versions(register_json).get(variant)
         if version is not None:
             try:
