@@ -1,30 +1,27 @@
 """A masked LM runs the whole pipeline: a real ``dvc repro`` with ``model.source`` = a tiny XLM-R.
 
 The workspace is a copy of the project's pipeline (``dvc.yaml``, ``params.yaml``, ``src/``) in a fresh git +
-DVC repository, reading the real data mirror with the smoke-run sample (``data.sample``: a few items per
-reported group, so masked pseudo-log-likelihoods take seconds); RuBia and ClozeGender (masked-LM benchmarks
-tested elsewhere) are disabled, CrowS-Pairs stands for them. The model is XLM-R-shaped
+DVC repository (``tests/integration/workspace.py``), reading the real data mirror with the smoke-run sample
+(``data.sample``: a few items per reported group, so masked pseudo-log-likelihoods take seconds); RuBia and
+ClozeGender (masked-LM benchmarks tested elsewhere) are disabled, CrowS-Pairs stands for them. The model is XLM-R-shaped
 (``XLMRobertaForMaskedLM``: a SentencePiece-style unigram tokenizer with ``<s> … </s>`` and ``<mask>``, 2
 layers of width 32), built and saved here. Every stage must complete: ``tune`` and ``finetune`` skip LoRA
 with their reason (:data:`biaslab.mitigation.applicability.LORA_ON_MASKED_LM`), the two LoRA variant
 directories say so, ``evaluate@lora*`` carry the reason instead of numbers, ``control_model``/``calibrate``
 say why there is nothing to calibrate, the other variants are evaluated and registered, and the report
-says why ``lora`` and ``lora_cda`` have no numbers.
+says why ``lora`` and ``lora_cda`` have no numbers. A second ``dvc repro`` reruns only ``raw_data`` (always run).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from biaslab.mitigation.applicability import LORA_ON_MASKED_LM
+from workspace import copy_pipeline, init_repo, pipeline_env, run_in
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,20 +67,9 @@ def tokenizer_texts(mirror: Path) -> list[str]:
     return texts
 
 
-def copy_pipeline(dest: Path) -> None:
-    """The tracked files the pipeline runs from: dvc.yaml, params.yaml and the code (src/)."""
-    listed = subprocess.run(["git", "ls-files", "dvc.yaml", "params.yaml", "src"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
-    for rel in listed:
-        if (ROOT / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
-
-
-def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 1200) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-    return proc.stdout + proc.stderr
+def ran(log: str) -> list[str]:
+    """The stages a ``dvc repro`` log says it ran."""
+    return sorted(line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage '"))
 
 
 def test_masked_lm_runs_every_stage(tmp_path, mirror):
@@ -91,29 +77,19 @@ def test_masked_lm_runs_every_stage(tmp_path, mirror):
     work.mkdir()
     build_tiny_xlmr(tmp_path / "xlmr", tokenizer_texts(mirror))
 
-    copy_pipeline(work)
-    dvc_yaml = work / "dvc.yaml"
-    dvc_yaml.write_text(dvc_yaml.read_text(encoding="utf-8").replace("- mirror: ../shared/datasets",
-                                                                     f"- mirror: {mirror}"), encoding="utf-8")
+    copy_pipeline(work, ROOT)
     params = yaml.safe_load((work / "params.yaml").read_text(encoding="utf-8"))
     params["data"]["mirror_dir"] = str(mirror)
     params["data"]["sample"] = {"per_group": 2, "seed": 0}
+    params["data"]["lm_heldout"]["languages"] = []  # lm_quality needs a causal LM: no corpus to read
     params["model"]["source"] = str(tmp_path / "xlmr")
     params["evaluation"]["bootstrap_samples"] = 20
     for name in ("rubia", "cloze_gender"):  # masked-LM benchmarks tested elsewhere; CrowS-Pairs stands for them
         params["evaluation"]["benchmarks"][name]["enabled"] = False
     (work / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True, sort_keys=False), encoding="utf-8")
-
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PYTHONPATH": str(work / "src"), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "BIASLAB_DATA_DIR": str(mirror), "HF_HUB_OFFLINE": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    git = ["git", "-c", "user.email=t@biaslab", "-c", "user.name=t"]
-    run(["git", "init", "-q"], work, env)
-    run(["dvc", "init", "-q"], work, env)
-    run([*git, "add", "-A"], work, env)
-    run([*git, "commit", "-qm", "workspace"], work, env)
-    log = run(["dvc", "repro"], work, env)
+    env = pipeline_env(work)
+    init_repo(work, env)
+    log = run_in(work, env, "dvc", "repro")
 
     assert "LoRA skipped" in log  # the stages say why, in the log
     assert f"Skipped: lora: {LORA_ON_MASKED_LM[:40]}" in log  # and the closing summary
@@ -148,4 +124,4 @@ def test_masked_lm_runs_every_stage(tmp_path, mirror):
                        *(("evaluate", n) for n in LORA_VARIANTS)}
     (register_run,) = [r for r in runs if r.data.tags["stage"] == "register" and "variant" not in r.data.tags]
     assert all(register_run.data.tags[f"skipped.{n}"] == LORA_ON_MASKED_LM for n in LORA_VARIANTS)
-    assert "up to date" in run(["dvc", "status"], work, env)  # a second repro would do nothing
+    assert ran(run_in(work, env, "dvc", "repro")) == ["raw_data"]  # nothing else to redo: only the raw-input check
