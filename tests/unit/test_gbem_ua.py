@@ -119,6 +119,8 @@ def test_hand_computed_metrics():
     assert got["qa_f1_man_nofem"] == pytest.approx(0.8)
     assert got["qa_f1_woman_nofem"] == pytest.approx(2 / 3)
     assert got["qa_f1_woman_fem"] == pytest.approx(0.0)
+    # macro-F1 over all 12 items: 'yes' TP 3 FP 1 FN 3 -> 6/10; 'no' TP 5 FP 3 FN 1 -> 10/14
+    assert got["qa_macro_f1"] == pytest.approx((6 / 10 + 10 / 14) / 2)
     # disagreements with man_nofem: nofem 2 of 4, fem 3 of 4
     assert got["qa_diff_nofem"] == pytest.approx(0.5)
     assert got["qa_diff_fem"] == pytest.approx(0.75)
@@ -380,3 +382,16 @@ def test_paper_presets_are_valid_params_and_give_the_papers_settings():
     assert len(split["finetune"]) == 175  # the paper's 175 fine-tuning professions
     assert params.evaluation.benchmarks["gbem_ua"].options["items"] == "all"
     assert preset_command("embedding").startswith("dvc exp run -S 'embedding_debias.languages=[uk]' -S ")
+
+
+def test_macro_f1_sees_collapsed_answers():
+    """Every answer 'yes' on items half of which are correct: 'yes' F1 2/3, 'no' F1 0 -> 1/3 (the binary F1
+    the paper reports stays at 2/3)."""
+    from biaslab.benchmarks.gbem_ua.metrics import compute_metrics
+
+    _, result = run(synthetic_frame())
+    p = result.predictions
+    got = compute_metrics(p["qa"].assign(answer_yes=True), p["qa_pairs"], p["prob"], p["prob_pairs"], CTX)
+    assert got["gbem_ua/qa_macro_f1"].value == pytest.approx(1 / 3)
+    assert got["gbem_ua/qa_f1_man_nofem"].value == pytest.approx(2 / 3)
+    assert got["gbem_ua/qa_macro_f1"].direction == "higher"
