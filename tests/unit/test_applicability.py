@@ -62,8 +62,19 @@ def test_skipped_variants_are_not_registered_and_the_register_file_says_why(tmp_
     out = tmp_path / "runs" / "register.json"
     write_register_json({}, "m", out, skipped={"lora": LORA_ON_MASKED_LM})
     assert json.loads(out.read_text())["skipped"] == {"lora": LORA_ON_MASKED_LM}
-    assert run_file.skipped_variants(out) == {"lora": LORA_ON_MASKED_LM}
+    assert run_file.registered_skips(out) == {"lora": LORA_ON_MASKED_LM}
     with pytest.raises(RegistryError, match="variant 'lora' was not registered .*LoRA skipped: the model is a masked"):
         find_variant_version(None, "m", "lora", out)  # biaslab promote lora: the reason, before any registry call
     write_register_json({}, "m", out)  # a run without skipped variants: the file has no such key
-    assert "skipped" not in json.loads(out.read_text()) and run_file.skipped_variants(out) == {}
+    assert "skipped" not in json.loads(out.read_text()) and run_file.registered_skips(out) == {}
+
+
+def test_a_prompt_variant_is_never_skipped_even_when_its_base_directory_says_skipped(tmp_path):
+    """The prompt variant shares models/base: a manifest there speaks for the base, not for the prompt."""
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    write_skipped_variant(tmp_path / params.variant("base").model_dir, base="models/base", method="lora",
+                          reason=LORA_ON_MASKED_LM)
+    assert params.variant("prompt").model_dir == params.variant("base").model_dir
+    assert variant_dir.variant_skip_reason(params.variant("base"), tmp_path) == LORA_ON_MASKED_LM
+    assert variant_dir.variant_skip_reason(params.variant("prompt"), tmp_path) is None
+    assert skipped_variants(params, tmp_path, ["prompt"]) == {}

@@ -11,7 +11,7 @@ stage (``run_id`` always):
 * ``finetune``: ``variant``, ``model_dir``, ``fingerprint``, ``hyperparameters``, ``global_step``, ``resumed_from``;
 * ``evaluate_<v>``: ``variant``, ``model_dir``, ``fingerprint``;
 * ``register``: ``model_name``, ``versions`` (variant -> registry version), ``candidate``, ``details``,
-  ``skipped`` (variant -> why it has no version; only when a variant was skipped, :func:`skipped_variants`)
+  ``skipped`` (variant -> why it has no version; only when a variant was skipped, :func:`registered_skips`)
   (no ``run_id``: see :func:`registered_versions`).
 
 When LoRA does not apply to the base model (a masked LM, :mod:`biaslab.mitigation.applicability`), the
@@ -53,7 +53,7 @@ def registered_versions(path: str | os.PathLike[str] = paths.run_file("register"
     return {k: str(v) for k, v in json.loads(path.read_text(encoding="utf-8")).get("versions", {}).items()}
 
 
-def skipped_variants(path: str | os.PathLike[str] = paths.run_file("register")) -> dict[str, str]:
+def registered_skips(path: str | os.PathLike[str] = paths.run_file("register")) -> dict[str, str]:
     """``variant -> reason`` of the variants ``runs/register.json`` lists as not registered (their mitigation
     did not apply); empty when there are none or nothing is registered yet."""
     path = Path(path)

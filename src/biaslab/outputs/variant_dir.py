@@ -120,6 +120,15 @@ def skip_reason(directory: str | os.PathLike[str]) -> str | None:
     return None if manifest is None else manifest.get("skipped")
 
 
+def variant_skip_reason(variant, root: str | os.PathLike[str] = ".") -> str | None:
+    """Why ``variant`` (a :class:`biaslab.config.VariantConfig`) has no model; ``None`` when it has one.
+
+    A prompt variant is never skipped: it shares its base model's directory, whose manifest (if any)
+    speaks for the base. Any other variant is skipped when its own directory says so (:func:`skip_reason`).
+    """
+    return None if variant.method == "prompt" else skip_reason(Path(root) / variant.model_dir)
+
+
 def base_dir(directory: str | os.PathLike[str], root: str | os.PathLike[str] = ".") -> Path | None:
     """The base model directory of an overlay (relative ``base`` resolved against ``root``), else ``None``."""
     manifest = read_manifest(directory)

@@ -42,7 +42,7 @@ def find_variant_version(client: Any, model_name: str, variant: str, register_js
     from mlflow.exceptions import MlflowException
 
     if register_json is not None:
-        reason = run_file.skipped_variants(register_json).get(variant)
+        reason = run_file.registered_skips(register_json).get(variant)
         if reason is not None:
             raise RegistryError(f"variant {variant!r} was not registered ({register_json}): {reason}")
         version = run_file.registered_versions(register_json).get(variant)

@@ -17,7 +17,7 @@ from typing import Any
 from biaslab.config import Params
 from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.outputs.metrics_file import VariantMetrics
-from biaslab.outputs.variant_dir import fingerprint_dir, skip_reason
+from biaslab.outputs.variant_dir import fingerprint_dir, variant_skip_reason
 from biaslab.provenance import git_commit
 from biaslab.registry.errors import RegistryError
 from biaslab.registry.package import file_manifest, package_variant, verify_logged
@@ -85,12 +85,10 @@ def metric_tags(vm: VariantMetrics | None, names: list[str] | tuple[str, ...]) -
 def skipped_variants(params: Params, root: str | os.PathLike[str] = ".",
                      variants: list[str] | None = None) -> dict[str, str]:
     """``variant -> reason`` for the variants (of ``variants``, default all) whose directory says their
-    mitigation did not apply to the base model (:func:`biaslab.outputs.variant_dir.skip_reason`)."""
-    root = Path(root)
+    mitigation did not apply to the base model (:func:`biaslab.outputs.variant_dir.variant_skip_reason`)."""
     found = {}
     for name in variants or list(params.variants):
-        cfg = params.variant(name)
-        reason = None if cfg.method == "prompt" else skip_reason(root / cfg.model_dir)
+        reason = variant_skip_reason(params.variant(name), root)
         if reason is not None:
             found[name] = reason
     return found
@@ -110,12 +108,13 @@ def register_variants(
     flavor: str = "transformers",
     check_hashes: bool = True,
     variants: list[str] | None = None,
+    skipped: dict[str, str] | None = None,
 ) -> dict[str, RegisteredVersion]:
     """Register every variant (or ``variants``); return variant -> version. MLflow must be configured.
 
     Each new package is logged to a run of ``log`` (nested under the active run: the register stage's)
-    before its version is created; the caller logs the result. Skipped variants (:func:`skipped_variants`)
-    are left out: there is nothing to register.
+    before its version is created; the caller logs the result. Skipped variants (:func:`skipped_variants`,
+    or ``skipped`` when the caller has already read them) are left out: there is nothing to register.
     """
     from biaslab.serving.package import serving_identity
     from biaslab.serving.settings import ServingSettings
@@ -123,7 +122,8 @@ def register_variants(
     if flavor not in FLAVORS:
         raise RegistryError(f"unknown flavor {flavor!r}; choose one of {FLAVORS}")
     root = Path(root).resolve()
-    skipped = skipped_variants(params, root, variants)
+    if skipped is None:
+        skipped = skipped_variants(params, root, variants)
     names = [n for n in variants or list(params.variants) if n not in skipped]
     sources = _order_for_registration([resolve_variant(n, params.variant(n), root) for n in names])
     model_name = params.registry.model_name

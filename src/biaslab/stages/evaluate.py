@@ -43,7 +43,7 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     remove_outputs(outputs.metrics, outputs.values, outputs.run_file)  # a failed run must not leave an old file looking new
     tracking.configure(params.tracking, root)
     variant = params.variant(variant_name)
-    reason = variant_dir.skip_reason(root / variant.model_dir) if variant.method != "prompt" else None
+    reason = variant_dir.variant_skip_reason(variant, root)
     if reason is not None:
         return skip(outputs, variant_name, variant, reason, root)
     under_test = evaluation.load_variant(params, variant_name, root)

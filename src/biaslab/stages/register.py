@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> None:
     skipped = skipped_variants(params)
     with tracking.stage_run("register", tags={"registered_model": model_name,
                                               **{f"skipped.{n}": why for n, why in skipped.items()}}):
-        result = register_variants(params, ".", log=tracking, metrics_dir=args.metrics_dir, flavor=args.flavor)
+        result = register_variants(params, ".", log=tracking, metrics_dir=args.metrics_dir, flavor=args.flavor,
+                                   skipped=skipped)
         link_logged_models(model_name, result, args.metrics_dir)
         tracking.log_dict({n: asdict(r) for n, r in result.items()}, "register.json")
     write_register_json(result, params.registry.model_name, REGISTER_JSON, skipped=skipped)
