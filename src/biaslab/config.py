@@ -318,6 +318,9 @@ class TuneConfig(Section):
     )
     accuracy_metric: str = Field("gbem_ua/qa_f1_man_nofem", description="maximized (objective gbem_ua)")
     gap_metric: str = Field("gbem_ua/qa_diff_fem", description="minimized (objective gbem_ua)")
+    accuracy_tolerance: float | None = Field(
+        None, ge=0, description="choose the lowest-gap trial whose accuracy is at least the base model's minus "
+                                "this (the gate's rule); null = the Pareto rule (docs/lora_tuning.md)")
     stale_trial_minutes: float = Field(
         120.0, gt=0, description="a RUNNING trial older than this is a dead worker's: marked FAIL and redone"
     )

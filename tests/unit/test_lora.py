@@ -43,9 +43,11 @@ def test_adapter_at_initialisation_scores_exactly_like_its_base(tiny_tokenizer):
 
 def test_tuned_overrides_replace_searched_keys_and_are_validated(tmp_path):
     best = tmp_path / "best_params.json"
-    best.write_text(json.dumps({"params": {"r": 4, "learning_rate": 1e-3, "target_modules": ["q_proj", "v_proj"]}}))
+    best.write_text(json.dumps({"params": {"r": 4, "learning_rate": 1e-3, "target_modules": ["q_proj", "v_proj"],
+                                           "max_steps": 10}}))
     cfg = with_overrides(LoraConfig(), tuned_overrides(best))
     assert (cfg.r, cfg.learning_rate, cfg.target_modules) == (4, 1e-3, ("q_proj", "v_proj"))
+    assert cfg.max_steps == 10  # the steps the chosen trial trained: the finetune trains the same
     assert cfg.alpha == LoraConfig().alpha
     best.write_text(json.dumps({"params": {"save_steps": 1}}))
     with pytest.raises(ValueError, match="save_steps"):

@@ -13,6 +13,8 @@ from optuna.trial import TrialState
 
 from biaslab.config import LoraConfig, SearchRange, TuneConfig
 from biaslab.mitigation.tune import (
+    CHOICE_RULE,
+    FLOOR_RULE,
     choose_trial,
     logprob_objectives,
     make_storage,
@@ -84,7 +86,24 @@ def test_choice_is_most_accurate_pareto_trial_with_gap_at_most_median():
     for acc, gap in ((0.9, 0.5), (0.8, 0.2), (0.7, 0.1), (0.6, 0.6), (0.5, 0.0)):
         study.add_trial(optuna.trial.create_trial(values=[acc, gap]))
     # Pareto set: (0.9,.5) (0.8,.2) (0.7,.1) (0.5,0); median gap 0.15 -> (0.7, 0.1) is the most accurate
-    assert choose_trial(study).values == [0.7, 0.1]
+    best, rule = choose_trial(study)
+    assert best.values == [0.7, 0.1] and rule == CHOICE_RULE
+    assert choose_trial(study, accuracy_floor=0.95) == (best, CHOICE_RULE)  # no trial reaches it: the Pareto rule
+
+
+def test_with_an_accuracy_floor_the_lowest_gap_above_it_wins_not_a_collapsed_trial():
+    """A trial that answers everyone alike has gap 0 and low accuracy: the floor (base - tolerance) drops it."""
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    for acc, gap in ((0.333, 0.0), (0.36, 0.02), (0.38, 0.05), (0.43, 0.25), (0.47, 0.40)):
+        study.add_trial(optuna.trial.create_trial(values=[acc, gap]))
+    best, rule = choose_trial(study, accuracy_floor=0.47 - 0.05)
+    assert best.values == [0.43, 0.25] and rule == FLOOR_RULE  # the three lower-gap trials are below 0.42
+    assert choose_trial(study)[0].values == [0.38, 0.05]  # the Pareto rule (median gap 0.05) takes a near-collapse
+
+
+def test_trial_steps_honour_a_planned_max_steps():
+    assert trial_steps(LoraConfig(max_steps=10, epochs=3.0), 280, cap=20) == 10
+    assert trial_steps(LoraConfig(max_steps=50), 280, cap=20) == 20
 
 
 def _toy_objective(trial):
@@ -141,7 +160,17 @@ def test_tune_stage_resumes_with_its_earlier_trials(tmp_path, mirror, tiny_causa
     assert [(t.number, t.params, t.values) for t in study.trials][:2] == before
     best = json.loads((tmp_path / "tune" / "best_params.json").read_text())
     assert best["n_complete"] == 3 and set(best["params"]) <= {"r", "alpha", "dropout", "learning_rate", "epochs",
-                                                               "target_modules"}
+                                                               "target_modules", "max_steps"}
+    assert best["params"]["max_steps"] == 1  # the steps the trial trained: the finetune trains the same
+    assert best["baseline"] is None and best["rule"] == CHOICE_RULE  # no accuracy_tolerance: the Pareto rule
+
+    floored = tune(tmp_path / "base", frame, TuneConfig(n_trials=3, accuracy_tolerance=1.0, **cfg), lora, root=tmp_path)
+    assert floored.study_name == first.study_name and floored.ran_here == []  # same trials, another choice rule
+    base_acc = floored.payload["baseline"]["accuracy"]
+    assert 0.0 <= base_acc <= 1.0 and floored.payload["accuracy_floor"] == pytest.approx(base_acc - 1.0)
+    assert floored.payload["rule"] == FLOOR_RULE
+    study = optuna.load_study(study_name=first.study_name, storage=make_storage(cfg["storage"], tmp_path))
+    assert study.user_attrs["baseline"] == floored.payload["baseline"]  # scored once, kept for later workers
     assert all(math.isfinite(v) for v in best["values"].values())
     assert (tmp_path / "tune" / "pareto_front.png").stat().st_size > 0
 

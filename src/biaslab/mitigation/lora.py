@@ -46,7 +46,8 @@ TRAINING_KEYS = (
     "gradient_accumulation_steps", "max_steps", "max_length", "augmentation", "sources", "seed",
     "mixed_precision", "gradient_checkpointing", "quantization", "optimizer",
 )
-TUNABLE_KEYS = ("r", "alpha", "dropout", "target_modules", "epochs", "learning_rate")
+# max_steps: every trial records the optimizer steps it trained, so the finetune trains what the tune scored
+TUNABLE_KEYS = ("r", "alpha", "dropout", "target_modules", "epochs", "learning_rate", "max_steps")
 
 
 @dataclass

@@ -26,9 +26,21 @@ RUNNING trial older than ``stale_trial_minutes`` belonged to a killed worker: it
 Sampling is seeded per trial (``seed + trial.number``), so workers never draw the same parameters and a
 rerun draws what the first run would have.
 
-Choice of the trial written to ``<output_dir>/best_params.json`` (:func:`choose_trial`): among the
-Pareto-optimal trials, those whose gap is at most the median gap of the Pareto set; of these the most
-accurate (ties: smaller gap, then lower trial number).
+Every trial records the optimizer steps it trained as ``max_steps`` in its LoRA overrides, so the
+finetune stage trains what the study scored: a trial capped at 20 steps stands for 20 steps, not for the
+``epochs`` it sampled. (The default model's run showed why: the best 20-step trial answered both «так»
+and «ні»; three full epochs of the same settings answered everyone «так».)
+
+Choice of the trial written to ``<output_dir>/best_params.json`` (:func:`choose_trial`):
+
+* with ``accuracy_tolerance`` (the registry gate's rule: accuracy may fall at most that much below the
+  base's), the base model is scored on the validation professions once per study (the study's user attr
+  ``baseline``); among the trials whose accuracy is at least the base's minus the tolerance, the one with
+  the smallest gap (ties: higher accuracy, lower trial number). A trial that closes the gap by answering
+  everyone alike falls below that floor, as it would at the gate.
+* without it, or when no trial reaches the floor: among the Pareto-optimal trials, those whose gap is at
+  most the median gap of the Pareto set; of these the most accurate (ties: smaller gap, then lower trial
+  number).
 """
 
 from __future__ import annotations
@@ -67,6 +79,8 @@ DEFAULT_SEARCH_SPACE: dict[str, list[Any] | SearchRange] = {
 INT_KEYS = ("r", "alpha")
 CHOICE_RULE = ("pareto-optimal trials with gap <= median Pareto gap; highest accuracy "
                "(ties: lower gap, lower trial number)")
+FLOOR_RULE = ("trials with accuracy >= base accuracy - accuracy_tolerance; lowest gap "
+              "(ties: higher accuracy, lower trial number)")
 ACCURACY, GAP = "accuracy", "gap"
 
 
@@ -193,7 +207,7 @@ def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: 
     key = {
         "space": space, "trial_max_steps": cfg.trial_max_steps, "objective": cfg.objective,
         "metrics": [cfg.accuracy_metric, cfg.gap_metric], "seed": cfg.seed, "options": options or {},
-        "lora": {k: v for k, v in hyperparameters(lora).items() if k not in space and k != "max_steps"},
+        "lora": {k: v for k, v in hyperparameters(lora).items() if k not in space},
         "base": base_fingerprint, "training": training or {},
         "train": sorted(train["prompt"] + "\t" + train["completion"]), "valid": sorted(valid["qa_sentence"]),
     }
@@ -274,14 +288,21 @@ def run_missing_trials(study: Any, n_trials: int, objective: Callable[[Any], tup
     return ran
 
 
-def choose_trial(study: Any) -> Any:
-    """The trial for best_params.json (rule: :data:`CHOICE_RULE`)."""
+def choose_trial(study: Any, accuracy_floor: float | None = None) -> tuple[Any, str]:
+    """The trial for best_params.json and the rule that chose it (:data:`FLOOR_RULE`, else :data:`CHOICE_RULE`)."""
+    from optuna.trial import TrialState
+
+    if accuracy_floor is not None:
+        feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                    if t.values[0] >= accuracy_floor]
+        if feasible:
+            return min(feasible, key=lambda t: (t.values[1], -t.values[0], t.number)), FLOOR_RULE
     pareto = study.best_trials
     if not pareto:
         raise RuntimeError(f"study {study.study_name}: no completed trial to choose from")
     median_gap = statistics.median(t.values[1] for t in pareto)
     candidates = [t for t in pareto if t.values[1] <= median_gap]
-    return min(candidates, key=lambda t: (-t.values[0], t.values[1], t.number))
+    return min(candidates, key=lambda t: (-t.values[0], t.values[1], t.number)), CHOICE_RULE
 
 
 def plot_pareto(study: Any, names: tuple[str, str], path: Path, chosen: Any = None):
@@ -309,7 +330,10 @@ def plot_pareto(study: Any, names: tuple[str, str], path: Path, chosen: Any = No
 
 # --------------------------------------------------------------------------- one trial
 def trial_steps(lora: LoraConfig, n_examples: int, cap: int) -> int:
-    """min(cap, steps of ``lora.epochs``): steps/epoch = ceil(ceil(n / batch) / grad_accum)."""
+    """min(cap, the steps ``lora`` plans): ``max_steps`` when positive, else ``epochs`` x steps per epoch
+    (ceil(ceil(n / batch) / grad_accum))."""
+    if lora.max_steps > 0:
+        return max(1, min(cap, lora.max_steps))
     per_epoch = math.ceil(math.ceil(n_examples / lora.per_device_batch_size) / lora.gradient_accumulation_steps)
     return max(1, min(cap, math.ceil(per_epoch * lora.epochs)))
 
@@ -375,8 +399,9 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
 
         overrides = suggest(trial, space)
         trial_cfg = with_overrides(lora, overrides)
-        trial.set_user_attr("lora_overrides", {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()})
         steps = trial_steps(trial_cfg, len(train), cfg.trial_max_steps)
+        overrides["max_steps"] = steps  # what this trial trained and is scored on: the finetune trains the same
+        trial.set_user_attr("lora_overrides", {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()})
         loaded = base.get()
         tracked = log is not None and log.active_run_id() is not None
         nested = (log.stage_run("tune", nested=True, run_name=f"trial-{trial.number}",
@@ -411,6 +436,25 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
         return result.accuracy, result.gap
 
     return objective
+
+
+def study_baseline(study: Any, base: BaseForTrials, valid: pd.DataFrame, evaluate: Evaluator, *,
+                   add_bos: str | bool = "auto", prompt_format: str = "raw") -> dict[str, float]:
+    """The base model's objectives on the validation professions (the accuracy floor's reference).
+
+    Scored once per study and kept as the study's user attr ``baseline``: a rerun or a second worker
+    reads it instead of scoring again (the study's name already pins the base model and the data).
+    """
+    from biaslab.config import ScoringConfig
+    from biaslab.models import make_scorer
+
+    cached = study.user_attrs.get("baseline")
+    if cached is not None:
+        return cached
+    result = evaluate(make_scorer(base.get(), ScoringConfig(add_bos=add_bos), prompt_format=prompt_format), valid)
+    baseline = {ACCURACY: float(result.accuracy), GAP: float(result.gap)}
+    study.set_user_attr("baseline", baseline)
+    return baseline
 
 
 # --------------------------------------------------------------------------- the stage
@@ -453,10 +497,14 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     study = open_study(name, storage, cfg.seed)
     fail_stale_trials(study, storage, cfg.stale_trial_minutes)
     evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
-    objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, add_bos=add_bos,
+    base = BaseForTrials(base_dir, plan)
+    baseline = (study_baseline(study, base, valid, evaluate, add_bos=add_bos, prompt_format=prompt_format)
+                if cfg.accuracy_tolerance is not None else None)
+    floor = None if baseline is None else baseline[ACCURACY] - cfg.accuracy_tolerance
+    objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, base=base, add_bos=add_bos,
                                prompt_format=prompt_format, log=log)
     ran = run_missing_trials(study, cfg.n_trials, objective, cfg.stale_trial_minutes)
-    best = choose_trial(study)
+    best, rule = choose_trial(study, floor)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     names = tuple(best.user_attrs.get("objective_names", (ACCURACY, GAP)))
     out = root / cfg.output_dir
@@ -465,7 +513,7 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     payload = {
         "study_name": name, "trial": best.number, "params": best.user_attrs["lora_overrides"],
         "values": {ACCURACY: best.values[0], GAP: best.values[1]}, "objective_names": list(names),
-        "rule": CHOICE_RULE, "n_complete": len(complete),
+        "rule": rule, "baseline": baseline, "accuracy_floor": floor, "n_complete": len(complete),
         "pareto_trials": sorted(t.number for t in study.best_trials),
     }
     best_path = out / "best_params.json"

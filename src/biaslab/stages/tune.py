@@ -64,13 +64,16 @@ def run(args: argparse.Namespace) -> None:
             tracking.log_dict(result.payload, "tune/best_params.json")
             tracking.log_metric(f"best/{ACCURACY}", result.values[ACCURACY])
             tracking.log_metric(f"best/{GAP}", result.values[GAP])
+            for name, value in (result.payload["baseline"] or {}).items():  # the base model: the accuracy floor's reference
+                tracking.log_metric(f"baseline/{name}", value)
             tracking.set_tags({"optuna_study": result.study_name, "best_trial": result.best_trial})
             run_file.write(RUN_FILE, run_id=mlflow_run.info.run_id, study_name=result.study_name,
                                     best_trial=result.best_trial, best_params=result.best_params,
                                     values=result.values, n_complete=result.n_complete,
                                     best_params_path=str(result.best_params_path))
     print(f"tune: study {result.study_name}: {result.n_complete} trials complete ({len(result.ran_here)} here); "
-          f"best trial {result.best_trial} {result.values} -> {result.best_params_path}")
+          f"best trial {result.best_trial} {result.values} by rule: {result.payload['rule']} "
+          f"(base model: {result.payload['baseline']}) -> {result.best_params_path}")
 
 
 def skip(params: Params, args: argparse.Namespace, reason: str) -> None:
