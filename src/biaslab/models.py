@@ -67,6 +67,7 @@ def load_model(
     revision: str | None = None,
     dtype: str = "auto",
     device_map: str | dict[str, Any] | None = None,
+    quantization_config: Any | None = None,
 ) -> LoadedModel:
     """Load a model and its tokenizer from a local directory, or a hub id (cache or network).
 
@@ -75,6 +76,8 @@ def load_model(
     ``device_map`` (params ``model.device_map``) spreads the layers over several devices with accelerate
     (``"auto"``, ``"balanced"``, ``"cpu"`` or ``{module: device}``) for a model that does not fit one GPU;
     the scorer then feeds inputs to the device of the input embeddings and reads logits where they land.
+    ``quantization_config`` (a ``transformers.BitsAndBytesConfig``) loads a k-bit base for QLoRA training
+    (:func:`biaslab.mitigation.training_plan.load_for_training`).
 
     A hub id is loaded at one commit (:func:`biaslab.hub.resolve_commit`), recorded in ``commit``; a hub
     failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
@@ -86,12 +89,13 @@ def load_model(
         if not local.is_dir() or not (local / "config.json").is_file():
             raise ModelLoadError(f"{local}: not a model directory (no config.json)")
         check_safe(local, allow_pickle)
-        return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, device_map, commit=None)
+        return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, device_map, quantization_config,
+                     commit=None)
     from biaslab import hub
 
     try:
         resolved = hub.resolve_commit(source, revision)
-        return _load(source, kind, trust_remote_code, allow_pickle, resolved, dtype, device_map,
+        return _load(source, kind, trust_remote_code, allow_pickle, resolved, dtype, device_map, quantization_config,
                      commit=resolved.resolved)
     except Exception as exc:
         message = hub.explain(exc, source, revision)
@@ -101,7 +105,8 @@ def load_model(
 
 
 def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, revision: str | None, dtype: str,
-          device_map: str | dict[str, Any] | None = None, *, commit: str | None) -> LoadedModel:
+          device_map: str | dict[str, Any] | None = None, quantization_config: Any | None = None, *,
+          commit: str | None) -> LoadedModel:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -117,6 +122,7 @@ def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, r
         use_safetensors=not allow_pickle or None,
         dtype=torch_dtype,
         **({"device_map": device_map} if device_map is not None else {}),
+        **({"quantization_config": quantization_config} if quantization_config is not None else {}),
     )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)

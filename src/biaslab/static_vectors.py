@@ -82,7 +82,8 @@ def model_vectors(model, tokenizer, words: Iterable[str]) -> WordVectors:
     with torch.inference_mode():
         for word in sorted(set(words)):
             ids = word_token_ids(tokenizer, word)
-            rows = embedding(torch.tensor([ids], dtype=torch.long))[0]  # [n_sub, hidden]
+            # the ids go where the embedding table is (a GPU model's table is on the GPU)
+            rows = embedding(torch.tensor([ids], dtype=torch.long, device=embedding.weight.device))[0]  # [n_sub, hidden]
             table[word] = rows.double().mean(dim=0).cpu().numpy()
     return WordVectors(table, source="model input embeddings")
 

@@ -95,3 +95,30 @@ def test_model_vectors_see_runtime_embedding_hooks(tiny_causal_model, tiny_token
         handle.remove()
     assert not vecs.get("him").any()
     assert vecs.similarity("him", "him") is None  # zero vector: similarity undefined, treated as OOV
+
+
+class _RecordingEmbedding(torch.nn.Module):
+    """An input embedding whose table claims another device; records where the ids arrive."""
+
+    def __init__(self, device: str):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1, 3, device="meta"))
+        self.weight_device = torch.device(device)
+        self.seen: list[torch.device] = []
+
+    def forward(self, ids):
+        self.seen.append(ids.device)
+        return torch.ones(ids.shape[0], ids.shape[1], 3)
+
+
+def test_model_vectors_send_the_ids_to_the_embedding_tables_device(tiny_tokenizer):
+    """On a GPU model the ids must go to the GPU (found by bench/gpu_check.py on an H200: index on cpu)."""
+    embedding = _RecordingEmbedding("meta")
+
+    class Model:
+        def get_input_embeddings(self):
+            return embedding
+
+    vecs = model_vectors(Model(), tiny_tokenizer, ["him", "her"])
+    assert embedding.seen == [torch.device("meta")] * 2
+    assert np.allclose(vecs.get("him"), np.ones(3))

@@ -83,6 +83,37 @@ def test_finetune_on_a_cpu_host_refuses_4bit_before_loading_anything(tmp_path, m
     assert not (tmp_path / "lora").exists()
 
 
+@pytest.mark.parametrize("bits", ["4bit", "8bit"])
+def test_a_kbit_plan_loads_its_base_with_the_bitsandbytes_config(bits, tmp_path, tiny_tokenizer, monkeypatch):
+    """load_for_training hands the plan's quantization_config and device map to from_pretrained, then
+    prepares the k-bit base (found by bench/gpu_check.py on an H200: load_model refused quantization_config)."""
+    import peft
+    import transformers
+
+    from biaslab.pretrain.architecture import build_llama
+
+    base = tmp_path / "base"
+    build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64).save_pretrained(base)
+    tiny_tokenizer.save_pretrained(base)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    plan = plan_training(LoraConfig(quantization=bits, gradient_checkpointing=False), A100)
+    seen, real = {}, transformers.AutoModelForCausalLM.from_pretrained
+
+    def from_pretrained(source, **kwargs):  # no GPU here: record the arguments, load plainly
+        seen.update(kwargs)
+        return real(source, dtype=kwargs["dtype"])
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    prepared = []
+    monkeypatch.setattr(peft, "prepare_model_for_kbit_training", lambda model, **kw: prepared.append(kw) or model)
+    loaded = training_plan.load_for_training(base, plan)
+    quant = seen["quantization_config"]
+    assert (quant.load_in_4bit, quant.load_in_8bit) == ((True, False) if bits == "4bit" else (False, True))
+    assert seen["device_map"] == {"": 0} and seen["dtype"] == torch.bfloat16
+    assert prepared == [{"use_gradient_checkpointing": False, "gradient_checkpointing_kwargs": {"use_reentrant": False}}]
+    assert next(loaded.model.parameters()).dtype == torch.bfloat16
+
+
 @pytest.mark.slow
 def test_finetune_of_a_bf16_base_on_the_cpu_trains_in_float32_and_stores_only_the_adapter(
         tmp_path, mirror, tiny_tokenizer):
