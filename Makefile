@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast bench bench-precision gpu-smoke lock install clean-outputs ui postgres-server
+.PHONY: run test test-fast bench bench-precision gpu-smoke gpu-check lock install clean-outputs ui postgres-server
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ bench-precision: $(STAMP)
 # the whole pipeline on CUDA in bf16 with a 4-bit LoRA at reduced sizes; says SKIPPED (exit 0) without CUDA
 gpu-smoke: $(STAMP)
 	$(BIN)/python bench/gpu_smoke.py
+
+# after make run: the evaluate/finetune library calls on CUDA (fp32 and bf16 vs the CPU, 4-bit LoRA), no DVC/MLflow
+gpu-check: $(STAMP)
+	$(BIN)/python bench/gpu_check.py
 
 # MLflow UI on the run store; prints the address that opens the runs table (model-training view)
 ui: $(STAMP)

@@ -1,0 +1,63 @@
+"""bench/gpu_check.py: the device comparison it reports, and its answer on a machine without CUDA."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from biaslab.metrics.values import MetricValue
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _metric(value, low=None, high=None):
+    return MetricValue(value=value, direction="lower", ci_low=low, ci_high=high)
+
+
+def test_compare_reports_the_largest_difference_the_ones_beyond_tolerance_and_outside_the_ci():
+    reference = {"a": _metric(0.50, 0.40, 0.60), "b": _metric(0.10, 0.05, 0.15), "c": _metric(1.0),
+                 "gone": _metric(0.3)}
+    other = {"a": _metric(0.505), "b": _metric(0.20), "c": _metric(1.0)}
+    result = _module().compare(reference, other, tolerance=0.01)
+    assert result["metrics"] == 3
+    assert result["worst"] == "b" and result["max_abs_diff"] == pytest.approx(0.10)
+    assert result["mean_abs_diff"] == pytest.approx((0.005 + 0.10 + 0.0) / 3, abs=1e-6)
+    assert result["beyond_tolerance"] == ["b: 0.1000 vs 0.2000"]
+    assert result["outside_reference_ci"] == ["b: 0.2000 outside [0.0500, 0.1500]"]
+    assert result["missing"] == ["gone"]
+
+
+def test_compare_treats_a_metric_undefined_on_both_devices_as_agreeing_and_on_one_as_missing():
+    nan = float("nan")
+    result = _module().compare({"x": _metric(nan), "y": _metric(nan)}, {"x": _metric(nan), "y": _metric(0.2)}, 0.01)
+    assert result["metrics"] == 0 and result["missing"] == ["y"] and result["max_abs_diff"] is None
+
+
+def test_quantization_auto_is_none_on_the_cpu_and_as_asked_otherwise():
+    module = _module()
+    assert module.resolve_quantization("auto", cpu=True) == "none"
+    assert module.resolve_quantization("4bit", cpu=True) == "none"
+    assert module.resolve_quantization("8bit", cpu=False) == "8bit"
+
+
+def test_without_cuda_it_skips_with_a_message_and_exit_0(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the check runs for real here")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "SKIPPED" in done.stdout and "nothing ran" in done.stdout
+    assert not list(tmp_path.iterdir())  # nothing ran, nothing written
