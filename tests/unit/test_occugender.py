@@ -303,7 +303,9 @@ def test_table_cells_equal_the_authors_loop_on_the_mirror_spec(tmp_path, mirror,
             for bias, rows in (("explicit", rows_e), ("implicit", rows_i)):
                 for k, short in enumerate("MFD"):
                     expected = 100 * sum(r[k] for r in rows) / len(rows)
-                    assert table.loc[condition, f"{bias}_{group}_{short}"] == pytest.approx(expected, abs=5e-6)
+                    # percent points; float32 batched vs one-at-a-time forward passes differ by ~1e-7 in a
+                    # probability, more on some CPUs (AVX-512: 8e-6 pp seen), so 1e-4 pp (tables print 0.01)
+                    assert table.loc[condition, f"{bias}_{group}_{short}"] == pytest.approx(expected, abs=1e-4)
 
 
 def _naive_logprob(model, tokenizer, context, continuation):
