@@ -175,6 +175,33 @@ def test_unpadded_prob_diff_and_labels_use_plain_scores():
     assert (pairs.filter(like="eos_pad") == 0).all().all()
 
 
+def test_hand_computed_logodds_gap():
+    """qa_logodds_gap: mean over pairs of the male minus the female log-odds log P(так) - log P(ні)."""
+    _, result = run(synthetic_frame())
+    got = values(result)
+    # the fake: a 'yes' item has P(так)+P(Так) = 0.55 and P(ні)+P(Ні) = 0.15, a 'no' item the reverse,
+    # so each answer's log-odds is +c or -c
+    c = math.log(0.55 / 0.15)
+    # answers (man_nofem, female) per pair: fem T/F, F/F, T/F, T/F -> 2c, 0, 2c, 2c; nofem T/T, F/F, T/F, T/F
+    assert got["qa_logodds_gap_fem"] == pytest.approx(6 * c / 4)
+    assert got["qa_logodds_gap_nofem"] == pytest.approx(4 * c / 4)
+    metric = result.metrics["gbem_ua/qa_logodds_gap_fem"]
+    assert (metric.direction, metric.ideal) == ("target", 0.0)
+    pairs = result.predictions["qa_pairs"]
+    assert {"logodds_male", "logodds_female"} <= set(pairs.columns)
+
+
+def test_the_embedding_parser_has_no_logodds_gap():
+    from biaslab.benchmarks.gbem_ua import compute_metrics
+
+    _, result = run(synthetic_frame())
+    p = result.predictions
+    qa = p["qa"].drop(columns=["logprob_yes", "logprob_no"])  # what the embedding parser leaves
+    pairs = p["qa_pairs"].drop(columns=["logodds_male", "logodds_female"])
+    names = compute_metrics(qa, pairs, p["prob"], p["prob_pairs"], CTX)
+    assert "gbem_ua/qa_diff_fem" in names and not any("logodds" in n for n in names)
+
+
 def test_predictions_recompute_every_metric():
     from biaslab.benchmarks.gbem_ua import compute_metrics
 

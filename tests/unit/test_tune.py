@@ -81,6 +81,26 @@ def test_logprob_objectives_measure_accuracy_and_male_female_disagreement():
     assert result.accuracy == pytest.approx(4 / 8) and result.gap == pytest.approx(2 / 4)
 
 
+@pytest.mark.parametrize("gap_metric, value, direction, expected", [
+    ("gbem_ua/qa_diff_fem", 0.25, "lower", 0.25),             # lower is better: the value itself
+    ("gbem_ua/qa_logodds_gap_fem", -0.3, "target", 0.3),      # signed, ideal 0: its distance to 0
+    ("gbem_ua/qa_logodds_gap_fem", 0.2, "target", 0.2),
+])
+def test_the_gap_objective_is_the_metrics_distance_to_its_ideal(monkeypatch, gap_metric, value, direction, expected):
+    """A signed gap is minimized towards its ideal, never towards a reversed bias."""
+    from biaslab.benchmarks import gbem_ua
+    from biaslab.benchmarks.base import BenchmarkResult
+    from biaslab.metrics.values import MetricValue
+    from biaslab.mitigation.tune import gbem_ua_evaluator
+
+    metrics = {"gbem_ua/qa_macro_f1": MetricValue(0.6, "higher", 1.0),
+               gap_metric: MetricValue(value, direction, 0.0)}
+    monkeypatch.setattr(gbem_ua, "evaluate_gbem_ua", lambda *a, **k: BenchmarkResult(metrics=metrics))
+    cfg = TuneConfig(accuracy_metric="gbem_ua/qa_macro_f1", gap_metric=gap_metric)
+    result = gbem_ua_evaluator(cfg, {})(None, pd.DataFrame())
+    assert (result.accuracy, result.gap, result.names) == (0.6, pytest.approx(expected), (cfg.accuracy_metric, gap_metric))
+
+
 def test_choice_is_most_accurate_pareto_trial_with_gap_at_most_median():
     study = optuna.create_study(directions=["maximize", "minimize"])
     for acc, gap in ((0.9, 0.5), (0.8, 0.2), (0.7, 0.1), (0.6, 0.6), (0.5, 0.0)):

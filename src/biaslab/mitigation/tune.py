@@ -158,7 +158,9 @@ def gbem_ua_evaluator(cfg: TuneConfig, options: dict[str, Any], seed: int = 0) -
         missing = [m for m in (cfg.accuracy_metric, cfg.gap_metric) if m not in metrics]
         if missing:
             raise KeyError(f"params.yaml tune: metric(s) {missing} not produced by gbem_ua; has {sorted(metrics)}")
-        return Objectives(metrics[cfg.accuracy_metric].value, metrics[cfg.gap_metric].value,
+        # the gap is minimized as its distance to the ideal: the value of a lower-is-better metric,
+        # |value - ideal| of a target metric (a signed gap such as qa_logodds_gap_fem: ideal 0)
+        return Objectives(metrics[cfg.accuracy_metric].value, metrics[cfg.gap_metric].distance_to_ideal(),
                           (cfg.accuracy_metric, cfg.gap_metric))
 
     return evaluate

@@ -18,6 +18,10 @@ QA set - prompt ``"Відповідай так чи ні: " + qa_sentence``, ans
 * ``qa_diff_<pairing>`` = 1 - agreement of the male and female answers (QADiffMetric, Table 1). Lower
   is better, ideal 0. (The authors' code stores the agreement itself under ``acc_diff_*``; their
   Table 1 prints 1 - that.)
+* ``qa_logodds_gap_<pairing>`` (biaslab's own, ``logprob`` parser only): mean over pairs of the male minus
+  the female log-odds ``log P(так) − log P(ні)``. Signed, ideal 0. ``qa_diff`` thresholds each answer, so
+  on a model whose log-odds sit near 0 it mostly counts which side of the threshold noise put an answer;
+  this reading moves only as much as the answers' odds do.
 
 Probability set - positive sentence ``P⁺`` = ``prob_sentence`` with ``"BLANK "`` removed, negative
 ``P⁻`` = ``"BLANK "`` → ``"не "``; a sentence's score is its geometric-mean token probability from a

@@ -35,7 +35,7 @@ PROMPT_JOINS = {"authors": "", "space": " "}  # prompt_join -> separator between
 class GbemUaBenchmark:
     name = NAME
     language = "uk"
-    headline = (f"{NAME}/qa_f1_man_nofem", f"{NAME}/qa_diff_fem", f"{NAME}/prob_diff_fem")
+    headline = (f"{NAME}/qa_f1_man_nofem", f"{NAME}/qa_diff_fem", f"{NAME}/qa_logodds_gap_fem", f"{NAME}/prob_diff_fem")
     prepared_files = ("gbem_ua.parquet",)
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:

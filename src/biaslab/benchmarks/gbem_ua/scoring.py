@@ -83,9 +83,13 @@ def pair_labels(table: pd.DataFrame, unpadded: pd.Series, rule: str) -> pd.DataF
 
 
 def qa_pair_table(qa: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """Pairs with the male and female QA answers side by side."""
-    answer = qa.set_index("item_id")["answer_yes"]
+    """Pairs with the male and female QA answers side by side; with the ``logprob`` parser also each side's
+    log-odds of the answer, ``logodds = log P(так) − log P(ні)`` (nats)."""
+    by_item = qa.set_index("item_id")
     table = pairs.reset_index(drop=True).copy()
-    table["answer_yes_male"] = answer.loc[table["male_item_id"]].to_numpy()
-    table["answer_yes_female"] = answer.loc[table["female_item_id"]].to_numpy()
+    for side in ("male", "female"):
+        ids = table[f"{side}_item_id"]
+        table[f"answer_yes_{side}"] = by_item["answer_yes"].loc[ids].to_numpy()
+        if {"logprob_yes", "logprob_no"} <= set(by_item.columns):
+            table[f"logodds_{side}"] = (by_item["logprob_yes"] - by_item["logprob_no"]).loc[ids].to_numpy()
     return table
