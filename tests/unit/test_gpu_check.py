@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench_script
 
 from biaslab.metrics.values import MetricValue
 
@@ -15,10 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("gpu_check")
 
 
 def _metric(value, low=None, high=None):

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu_smoke.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("gpu_smoke", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("gpu_smoke")
 
 
 def test_without_cuda_it_skips_with_a_message_and_exit_0():
