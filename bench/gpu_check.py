@@ -69,19 +69,15 @@ def workspace_copy(source: Path, work: Path) -> None:
         shutil.copy2(tuned, work / "models" / "tune" / "best_params.json")
 
 
-def params_with(work: Path, **sections: dict):
-    """The workspace's params with the given sections' keys replaced (validated by biaslab.config)."""
+def params_with(work: Path, overlay: dict[str, Any]):
+    """The workspace's params with each dotted key of ``overlay`` set (gpu_smoke's overlay), validated."""
     import yaml
 
+    from bench.gpu_smoke import overlay_params
     from biaslab.config import Params
 
     raw = yaml.safe_load((work / "params.yaml").read_text(encoding="utf-8"))
-    for section, values in sections.items():
-        node = raw
-        for key in section.split("."):
-            node = node[key]
-        node.update(values)  # "variants.lora" = raw["variants"]["lora"]
-    return Params.model_validate(raw)
+    return Params.model_validate(overlay_params(raw, overlay))
 
 
 def timed_evaluation(params, variant: str, work: Path) -> tuple[dict, float, dict]:
@@ -107,6 +103,10 @@ def timed_evaluation(params, variant: str, work: Path) -> tuple[dict, float, dic
     return result.metrics, seconds, memory
 
 
+def _undefined(value: float | None) -> bool:
+    return value is None or math.isnan(value)
+
+
 def compare(reference: dict, other: dict, tolerance: float | None) -> dict:
     """Every metric of ``reference`` against ``other``: largest difference, those beyond ``tolerance``,
     those outside the reference's CI."""
@@ -116,8 +116,8 @@ def compare(reference: dict, other: dict, tolerance: float | None) -> dict:
             missing.append(name)
             continue
         a, b = ref.value, other[name].value
-        if a is None or b is None or (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
-            if not ((a is None or math.isnan(a)) and (b is None or math.isnan(b))):
+        if _undefined(a) or _undefined(b):
+            if not (_undefined(a) and _undefined(b)):  # undefined on both devices agrees
                 missing.append(name)
             continue
         diffs[name] = abs(a - b)
@@ -144,15 +144,14 @@ def save_bf16_base(work: Path) -> Path:
 
 
 def resolve_quantization(asked: str, cpu: bool) -> str:
+    """``none`` on the CPU; ``auto``: 4bit where the training plan's probe finds bitsandbytes, else none."""
     if cpu:
         return "none"
     if asked != "auto":
         return asked
-    try:
-        import bitsandbytes  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means: not usable here
-        return "none"
-    return "4bit"
+    from biaslab.mitigation.training_plan import probe_capabilities
+
+    return "4bit" if probe_capabilities().bitsandbytes else "none"
 
 
 def lora_step(params, work: Path, steps: int, quantization: str) -> tuple[dict, float]:
@@ -229,9 +228,12 @@ def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary:
     """The steps of the module docstring, each guarded; results and problems go into ``summary``."""
     steps = summary["steps"]
 
-    def evaluate(name: str, device: str, dtype: str, variant: str = "base", **sections: dict) -> dict:
-        params = params_with(work, scoring={"device": device, "dtype": dtype, "cache_dir": None,
-                                            "num_threads": args.threads}, **sections)
+    def scoring(device: str, dtype: str) -> dict[str, Any]:
+        return {"scoring.device": device, "scoring.dtype": dtype, "scoring.cache_dir": None,
+                "scoring.num_threads": args.threads}
+
+    def evaluate(name: str, device: str, dtype: str, variant: str = "base", **overlay: Any) -> dict:
+        params = params_with(work, {**scoring(device, dtype), **overlay})
         print(f"gpu-check: {name} ...", flush=True)
         metrics, seconds, memory = timed_evaluation(params, variant, work)
         steps[name] = {"seconds": round(seconds, 1), **memory, "metrics": len(metrics), "headline": headline(metrics)}
@@ -261,8 +263,7 @@ def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary:
         stored = guarded(summary, "bf16-stored checkpoint", stored_bf16)
         if stored is not None and bf16 is not None:
             steps["evaluate bf16-stored checkpoint cuda bf16"]["vs_cuda_bf16"] = compare(bf16, stored, None)
-    params = params_with(work, scoring={"device": "cpu" if args.cpu else "cuda", "dtype": "auto",
-                                        "num_threads": args.threads})
+    params = params_with(work, scoring("cpu" if args.cpu else "cuda", "auto"))
     tried = [quantization] + (["none"] if quantization != "none" else [])
     for quant in tried:  # a failed 4-bit fine-tune (bitsandbytes) is a problem; the bf16 LoRA still runs
         name = f"lora fine-tune quantization {quant}"
@@ -284,14 +285,14 @@ def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary:
             summary["problems"].append(f"lora trained {record['global_step']} steps, asked {args.lora_steps}")
         guarded(summary, "evaluate lora", lambda: evaluate(
             f"evaluate lora ({quant}) {'cpu' if args.cpu else 'cuda bf16'}", "cpu" if args.cpu else "cuda", "auto",
-            "lora", **{"variants.lora": {"model_dir": "models/lora_check"}}))
+            "lora", **{"variants.lora.model_dir": "models/lora_check"}))
         break
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     here_dir = Path(__file__).resolve().parent  # bench/ holds requests.py: never shadow the requests package
-    sys.path[:] = [str(ROOT / "src")] + [p for p in sys.path if Path(p or ".").resolve() != here_dir]
+    sys.path[:] = [str(ROOT / "src"), str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != here_dir]
     import torch
 
     if not args.cpu and not torch.cuda.is_available():
