@@ -77,13 +77,15 @@ def model_vectors(model, tokenizer, words: Iterable[str]) -> WordVectors:
     """Mean input-embedding vector over each word's sub-tokens (``[n_sub, hidden] -> [hidden]``)."""
     import torch
 
+    from biaslab.scoring.device import input_device
+
     embedding = model.get_input_embeddings()
+    device = input_device(model)  # where the embedding table is: the GPU for a GPU model
     table: dict[str, np.ndarray] = {}
     with torch.inference_mode():
         for word in sorted(set(words)):
             ids = word_token_ids(tokenizer, word)
-            # the ids go where the embedding table is (a GPU model's table is on the GPU)
-            rows = embedding(torch.tensor([ids], dtype=torch.long, device=embedding.weight.device))[0]  # [n_sub, hidden]
+            rows = embedding(torch.tensor([ids], dtype=torch.long, device=device))[0]  # [n_sub, hidden]
             table[word] = rows.double().mean(dim=0).cpu().numpy()
     return WordVectors(table, source="model input embeddings")
 
