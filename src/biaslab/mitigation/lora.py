@@ -44,7 +44,8 @@ from biaslab.run_log import RunLog
 TRAINING_KEYS = (
     "r", "alpha", "dropout", "target_modules", "epochs", "learning_rate", "per_device_batch_size",
     "gradient_accumulation_steps", "max_steps", "max_length", "augmentation", "sources", "seed",
-    "mixed_precision", "gradient_checkpointing", "quantization", "optimizer",
+    "mixed_precision", "gradient_checkpointing", "quantization", "optimizer", "objective", "pairing_weight",
+    "pairing_pairs", "pairing_anchor",
 )
 # max_steps: every trial records the optimizer steps it trained, so the finetune trains what the tune scored
 TUNABLE_KEYS = ("r", "alpha", "dropout", "target_modules", "epochs", "learning_rate", "max_steps")
@@ -200,6 +201,7 @@ def train_lora(
     plan: TrainingPlan | None = None,
     fmt: Any = None,
     log: RunLog | None = None,
+    pairs: pd.DataFrame | None = None,
 ) -> TrainOutcome:
     """Attach a LoRA adapter to ``model`` and train it on ``train`` (prompt/completion columns).
 
@@ -211,10 +213,13 @@ def train_lora(
     prompts); examples are tokenised with it (:func:`~biaslab.mitigation.sft_data.tokenized_examples`), so
     the adapter is trained on exactly what evaluation feeds. With ``log`` (the stage's
     :class:`~biaslab.run_log.RunLog`) the training curves go to its active run as ``<curve_prefix>/<key>``.
-    Returns the in-memory ``PeftModel``.
+    ``pairs`` (:func:`~biaslab.mitigation.logit_pairing.pair_set`) is required by, and only used with,
+    ``cfg.objective == "logit_pairing"``. Returns the in-memory ``PeftModel``.
     """
     from datasets import Dataset
     from trl import SFTTrainer
+
+    from biaslab.mitigation.logit_pairing import encode_pairs, pairing_trainer_class
 
     from biaslab.mitigation.sft_data import tokenized_examples
     from biaslab.scoring.formatting import PromptFormat
@@ -225,7 +230,10 @@ def train_lora(
                       checkpoints=checkpoints, evaluate=evaluate, plan=plan or plan_training(cfg))
     fmt = fmt if fmt is not None else PromptFormat.create(tokenizer)
     to_ds = lambda f: Dataset.from_pandas(tokenized_examples(f, fmt), preserve_index=False)  # noqa: E731
-    trainer = SFTTrainer(
+    pairing = cfg.objective == "logit_pairing"
+    if pairing and (pairs is None or pairs.empty):
+        raise ValueError("lora.objective logit_pairing needs counterfactual pairs (logit_pairing.pair_set)")
+    trainer = (pairing_trainer_class() if pairing else SFTTrainer)(
         model=model,
         args=args,
         train_dataset=to_ds(train),
@@ -234,6 +242,10 @@ def train_lora(
         peft_config=peft_config(cfg),
         callbacks=[*([curves_callback(log, curve_prefix)] if log is not None else []), *callbacks],
     )
+    if pairing:
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        trainer.pairing = (encode_pairs(pairs, fmt), cfg.pairing_weight, cfg.pairing_pairs, cfg.seed, int(pad),
+                           cfg.pairing_anchor)
     progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
     start_step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
@@ -297,12 +309,14 @@ def finetune(
     adapter learns on the token sequences it is evaluated on. ``log``: where the training curves go
     (the finetune stage passes :mod:`biaslab.tracking`).
     """
+    from biaslab.mitigation.logit_pairing import pair_set
     from biaslab.mitigation.sft_data import validation_examples
     from biaslab.mitigation.sft_sources import training_set
     from biaslab.scoring.formatting import PromptFormat
 
     plan = plan_training(cfg)  # fails here, before loading, when the machine cannot run the options
     train = training_set(frame, cfg.augmentation, cfg.sources)
+    pairs = pair_set(frame, cfg.sources) if cfg.objective == "logit_pairing" else None
     valid = validation_examples(frame) if (frame["split"] == "validation").any() else None
     loaded = load_for_training(base_dir, plan)
     checkpoint_dir = Path(cfg.checkpoint_dir)
@@ -311,7 +325,7 @@ def finetune(
     formatted = "" if (add_bos, prompt_format) == ("auto", "raw") else f":{json.dumps(fmt.describe())}"
     prepare_checkpoint_dir(checkpoint_dir, run_key(cfg, train, loaded.fingerprint + formatted, plan))
     outcome = train_lora(loaded.model, loaded.tokenizer, train, cfg, checkpoint_dir, valid=valid,
-                         callbacks=callbacks, plan=plan, fmt=fmt, log=log)
+                         callbacks=callbacks, plan=plan, fmt=fmt, log=log, pairs=pairs)
     hp = hyperparameters(cfg)
     with atomic_dir(output_dir) as tmp:
         outcome.model.save_pretrained(str(tmp), safe_serialization=True)

@@ -379,13 +379,14 @@ class BaseForTrials:
 def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFrame, lora: LoraConfig,
                    cfg: TuneConfig, evaluate: Evaluator, *, plan: TrainingPlan | None = None,
                    base: BaseForTrials | None = None, add_bos: str | bool = "auto",
-                   prompt_format: str = "raw", log: RunLog | None = None) -> Callable[[Any], tuple[float, float]]:
+                   prompt_format: str = "raw", log: RunLog | None = None,
+                   pairs: pd.DataFrame | None = None) -> Callable[[Any], tuple[float, float]]:
     """Trial -> (accuracy, gap): train a LoRA on the shared base, score validation, log a nested run.
 
     Training examples and validation prompts are tokenised with the evaluation's formatting
     (``add_bos``, ``prompt_format``), so a trial is scored on what it was trained on. With ``log`` and
     an active run (the tune stage's), each trial is a nested run ``trial-<n>`` with its params, curves
-    and objectives.
+    and objectives. ``pairs``: the counterfactual pairs of ``lora.objective: logit_pairing``.
     """
     from biaslab.config import ScoringConfig
 
@@ -419,7 +420,7 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
                     fmt = PromptFormat.create(loaded.tokenizer, add_bos, prompt_format)
                     outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
                                          checkpoints=False, curve_prefix="trial", plan=plan, fmt=fmt,
-                                         log=log if tracked else None)
+                                         log=log if tracked else None, pairs=pairs)
                 result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model), scoring,
                                               prompt_format=prompt_format), valid)
                 if run_id:
@@ -484,12 +485,14 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     """
     from optuna.trial import TrialState
 
+    from biaslab.mitigation.logit_pairing import pair_set
     from biaslab.mitigation.sft_sources import training_set
     from biaslab.outputs.variant_dir import fingerprint_dir
 
     root = Path(root)
     plan = plan_training(lora)  # fails here, before any trial, when the machine cannot run the LoRA options
     train = training_set(frame, lora.augmentation, lora.sources)
+    pairs = pair_set(frame, lora.sources) if lora.objective == "logit_pairing" else None
     valid = frame[frame["split"] == "validation"].reset_index(drop=True)
     if valid.empty:
         raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
@@ -504,7 +507,7 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
                 if cfg.accuracy_tolerance is not None else None)
     floor = None if baseline is None else baseline[ACCURACY] - cfg.accuracy_tolerance
     objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, base=base, add_bos=add_bos,
-                               prompt_format=prompt_format, log=log)
+                               prompt_format=prompt_format, log=log, pairs=pairs)
     ran = run_missing_trials(study, cfg.n_trials, objective, cfg.stale_trial_minutes)
     best, rule = choose_trial(study, floor)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
