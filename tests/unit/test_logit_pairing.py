@@ -21,19 +21,13 @@ from biaslab.mitigation.sft_data import NO, QA_INSTRUCTION, SENTENCE, YES
 from biaslab.scoring.causal import CausalScorer
 from biaslab.scoring.formatting import PromptFormat
 from biaslab.scoring.requests import Request
+from gbem_frames import gbem_frame
 
 
 @pytest.fixture(scope="module")
 def frame(mirror) -> pd.DataFrame:
     """6 real professions in the prepared schema: 4 fine-tune, 2 evaluation."""
-    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
-    professions = sorted(raw["profession"].unique())[:6]
-    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
-    df["experience"] = df["experience"].str.strip()
-    df["item_id"] = [f"train:{i}" for i in range(len(df))]
-    df["prob_sentence"] = "BLANK " + df["qa_sentence"]  # not used by the pairs; the item selection requires it
-    df["split"] = df["profession"].map({p: "finetune" if i < 4 else "eval" for i, p in enumerate(professions)})
-    return df
+    return gbem_frame(mirror, 6, lambda i: "finetune" if i < 4 else "eval")
 
 
 def test_gbem_ua_pairs_differ_only_in_gender_and_come_from_the_finetune_split(frame):

@@ -14,18 +14,13 @@ from biaslab.mitigation.sft_data import (
     training_examples,
     validation_examples,
 )
+from gbem_frames import gbem_frame
 
 
 @pytest.fixture(scope="module")
 def frame(mirror) -> pd.DataFrame:
     """20 real professions in the prepared schema: 12 fine-tune, 8 validation."""
-    raw = pd.read_csv(mirror / "gbem_ua" / "acc_dataset" / "train_dataset_acc.csv")
-    professions = sorted(raw["profession"].unique())[:20]
-    df = raw[raw["profession"].isin(professions)].rename(columns={"sentence": "qa_sentence"}).reset_index(drop=True)
-    df["experience"] = df["experience"].str.strip()
-    df["item_id"] = [f"train:{i}" for i in range(len(df))]
-    df["split"] = df["profession"].map({p: "finetune" if i < 12 else "validation" for i, p in enumerate(professions)})
-    return df
+    return gbem_frame(mirror, 20, lambda i: "finetune" if i < 12 else "validation")
 
 
 def test_examples_are_relevant_gender_balanced_and_answer_yes(frame):
