@@ -6,10 +6,10 @@ DVC repository (``tests/integration/workspace.py``), reading the real data mirro
 ClozeGender (masked-LM benchmarks tested elsewhere) are disabled, CrowS-Pairs stands for them. The model is XLM-R-shaped
 (``XLMRobertaForMaskedLM``: a SentencePiece-style unigram tokenizer with ``<s> … </s>`` and ``<mask>``, 2
 layers of width 32), built and saved here. Every stage must complete: ``tune`` and ``finetune`` skip LoRA
-with their reason (:data:`biaslab.mitigation.applicability.LORA_ON_MASKED_LM`), the two LoRA variant
+with their reason (:data:`biaslab.mitigation.applicability.LORA_ON_MASKED_LM`), the LoRA variant
 directories say so, ``evaluate@lora*`` carry the reason instead of numbers, ``control_model``/``calibrate``
 say why there is nothing to calibrate, the other variants are evaluated and registered, and the report
-says why ``lora`` and ``lora_cda`` have no numbers. A second ``dvc repro`` reruns only ``raw_data`` (always run).
+says why the LoRA variants (``lora``, ``lora_cda``, ``lora_clp``) have no numbers. A second ``dvc repro`` reruns only ``raw_data`` (always run).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from workspace import copy_pipeline, init_repo, pipeline_env, run_in
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-LORA_VARIANTS = ("lora", "lora_cda")
+# every LoRA variant of the project's params.yaml (lora, lora_cda, lora_clp): none applies to a masked LM
+LORA_VARIANTS = tuple(name for name, v in yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["variants"].items()
+                      if v["method"] == "lora")
 
 
 def build_tiny_xlmr(out: Path, texts: list[str]) -> None:
