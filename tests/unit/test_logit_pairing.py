@@ -125,14 +125,15 @@ def test_pairing_objective_shrinks_the_training_pairs_gap_and_weight_zero_is_pla
     from biaslab.pretrain.architecture import build_llama
 
     fmt = PromptFormat.create(tiny_tokenizer)
-    pairs = pair_set(frame, ["gbem_ua", "occupations_en"]).groupby("source").head(8)  # 8 per source: all drawn each pass
+    pairs = pair_set(frame, ["gbem_ua", "occupations_en"]).groupby("source").head(4)  # 4 per source: all drawn each pass
     encoded = encode_pairs(pairs, fmt)
     train = training_set(frame, "none", ["gbem_ua", "occupations_en"])
 
     def trained(objective: str, weight: float):
         model = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64, seed=0)
-        cfg = LoraConfig(objective=objective, pairing_weight=weight, pairing_pairs=8, learning_rate=2e-2,
-                         max_steps=20, per_device_batch_size=2, gradient_accumulation_steps=2, eval_steps=0,
+        cfg = LoraConfig(objective=objective, pairing_weight=weight, pairing_pairs=4, learning_rate=2e-2,
+                         max_steps=12, per_device_batch_size=2, gradient_accumulation_steps=1, eval_steps=0,
+                         logging_steps=2,
                          dropout=0.0, r=8, alpha=32,
                          target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
         out = train_lora(model, tiny_tokenizer, train, cfg, tmp_path / f"{objective}-{weight}", checkpoints=False,
@@ -146,6 +147,7 @@ def test_pairing_objective_shrinks_the_training_pairs_gap_and_weight_zero_is_pla
     zero_gap, zero_weights, _ = trained("logit_pairing", 0.0)
     paired_gap, _, history = trained("logit_pairing", 20.0)
     assert all(torch.equal(sft_weights[n], zero_weights[n]) for n in sft_weights)  # the term alone makes the difference
+    print(sft_gap, paired_gap)
     assert paired_gap < 0.9 * sft_gap  # a random 2-layer model: the gaps are ~4 nats, 20 steps take a fifth off
     curve = [h["pairing_loss"] for h in history if "pairing_loss" in h]
     assert curve[-1] < curve[0]
