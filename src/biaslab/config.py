@@ -274,7 +274,7 @@ class LoraConfig(Section):
         description="example sources: GBEM-UA fine-tune professions; English occupations no benchmark uses")
     objective: Literal["sft", "logit_pairing"] = Field(
         "sft", description="sft = completion loss only (GBEM-UA paper); logit_pairing = + pairing_weight x the "
-                           "squared gap of counterfactual pairs' answer log-odds (mitigation/logit_pairing.py)")
+                           "absolute gap of counterfactual pairs' answer log-odds (mitigation/logit_pairing.py)")
     pairing_weight: float = Field(1.0, ge=0, description="weight of the pairing term (objective: logit_pairing)")
     pairing_pairs: int = Field(4, ge=1, description="counterfactual pairs drawn per forward pass (logit_pairing)")
     pairing_anchor: bool = Field(

@@ -220,7 +220,6 @@ def train_lora(
     from trl import SFTTrainer
 
     from biaslab.mitigation.logit_pairing import encode_pairs, pairing_trainer_class
-
     from biaslab.mitigation.sft_data import tokenized_examples
     from biaslab.scoring.formatting import PromptFormat
 
