@@ -2,18 +2,20 @@
 
     lora:
       objective: logit_pairing   # sft (the GBEM-UA paper: completion loss only) | logit_pairing
-      pairing_weight: 1.0        # loss = SFT loss + pairing_weight * mean pairing term
-      pairing_pairs: 4           # counterfactual pairs per forward pass
+      pairing_weight: 1.0        # loss = SFT loss + pairing_weight * pairing term
+      pairing_pairs: 4           # counterfactual pairs per source and forward pass
+      pairing_anchor: true       # GBEM-UA pairs keep their mean log-odds at the base's
 
 Why: the paper's recipe trains every relevant example to " так". That moves *the answer* - on a model
 whose answers sit near the так/ні threshold it pushes everyone to «так» - but leaves the gap between a
 man and a woman with the same experience where it was (docs/lora_tuning.md). Counterfactual logit pairing
 (Garg et al. 2019, "Counterfactual Fairness in Text Classification through Robustness", AIES) penalises
-that gap directly: for two contexts that differ only in gender, the squared difference of the model's
-answer log-odds. As in the paper, the absolute difference::
+that gap directly: for two contexts that differ only in gender, the absolute difference of the model's
+answer log-odds, as in the paper::
 
-    gap(pair) = [log P(pos | a) - log P(neg | a)] - [log P(pos | b) - log P(neg | b)]
-    loss      = SFT loss + pairing_weight * mean over sources of (mean over its drawn pairs of |gap(pair)|)
+    gap(pair) = [log P(pos | a) - log P(neg | a)] - [log P(pos_b | b) - log P(neg_b | b)]
+    loss      = SFT loss + pairing_weight * mean over sources of (mean over its drawn pairs of |gap(pair)|
+                                                                  [+ |(a + b) / 2 - the base's| : the anchor])
 
 The absolute value (not a square) keeps the pull constant as a gap shrinks: the planted GBEM-UA gap is
 a few hundredths of a nat, whose square would vanish next to the SFT loss. Each source (below) draws
