@@ -104,11 +104,9 @@ def english_pairs() -> pd.DataFrame:
 
 def pair_set(frame: pd.DataFrame, sources: Sequence[str]) -> pd.DataFrame:
     """Every counterfactual pair of ``sources`` (``lora.sources``), sorted so the set never depends on input order."""
-    from biaslab.mitigation.sft_sources import SOURCES
+    from biaslab.mitigation.sft_sources import check_sources
 
-    unknown = sorted(set(sources) - set(SOURCES))
-    if unknown or not sources:
-        raise SftDataError(f"lora.sources: unknown or empty {unknown or list(sources)}; choose from {list(SOURCES)}")
+    check_sources(sources)
     parts = ([gbem_ua_pairs(frame)] if "gbem_ua" in sources else []) + \
             ([english_pairs()] if "occupations_en" in sources else [])
     pairs = pd.concat(parts, ignore_index=True)

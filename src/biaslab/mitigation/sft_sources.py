@@ -20,14 +20,19 @@ from biaslab.mitigation.sft_data import Augmentation, SftDataError
 SOURCES = ("gbem_ua", "occupations_en")
 
 
+def check_sources(sources: Sequence[str]) -> None:
+    """``lora.sources`` must be non-empty and name only :data:`SOURCES` (the error names the bad ones)."""
+    unknown = sorted(set(sources) - set(SOURCES))
+    if unknown or not sources:
+        raise SftDataError(f"lora.sources: unknown or empty {unknown or list(sources)}; choose from {list(SOURCES)}")
+
+
 def training_set(frame: pd.DataFrame, augmentation: Augmentation, sources: Sequence[str]) -> pd.DataFrame:
     """Every example of ``sources`` (``frame`` = the prepared GBEM-UA table), with a ``source`` column."""
     from biaslab.mitigation.sft_data import training_examples
     from biaslab.mitigation.sft_english import english_examples
 
-    unknown = sorted(set(sources) - set(SOURCES))
-    if unknown or not sources:
-        raise SftDataError(f"lora.sources: unknown or empty {unknown or list(sources)}; choose from {list(SOURCES)}")
+    check_sources(sources)
     parts = []
     if "gbem_ua" in sources:
         parts.append(training_examples(frame, augmentation).assign(source="gbem_ua"))
