@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -26,6 +26,9 @@ class Section(BaseModel):
     """Base for every params section: unknown keys are errors, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+SectionT = TypeVar("SectionT", bound=Section)
 
 
 class ConfigError(BiaslabError, ValueError):
@@ -220,6 +223,9 @@ class VariantConfig(Section):
     prompt_prefix: dict[str, str] = Field(default_factory=dict, description="language code -> prefix text")
     embedding_mode: Literal["soft", "hard"] | None = None
     embedding_apply: Literal["checkpoint", "hook"] = "checkpoint"
+    embedding_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="method embedding: keys of the embedding_debias section that differ for this variant")
     lora_overrides: dict[str, Any] = Field(
         default_factory=dict, description="method lora: keys of the lora section that differ for this variant")
 
@@ -396,14 +402,23 @@ class Params(Section):
 
     def lora_for(self, name: str) -> LoraConfig:
         """The ``lora`` section with variant ``name``'s ``lora_overrides`` applied (validated like params)."""
-        variant = self.variant(name)
-        if not variant.lora_overrides:
-            return self.lora
-        try:
-            return LoraConfig.model_validate({**self.lora.model_dump(), **variant.lora_overrides})
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"params.yaml variants.{name}.lora_overrides: {problems}") from None
+        return _with_overrides(self.lora, self.variant(name).lora_overrides, f"variants.{name}.lora_overrides")
+
+    def embedding_debias_for(self, name: str) -> EmbeddingDebiasConfig:
+        """The ``embedding_debias`` section with variant ``name``'s ``embedding_overrides`` applied."""
+        return _with_overrides(self.embedding_debias, self.variant(name).embedding_overrides,
+                               f"variants.{name}.embedding_overrides")
+
+
+def _with_overrides(section: SectionT, overrides: dict[str, Any], where: str) -> SectionT:
+    """``section`` with the keys of ``overrides`` replaced, validated like params (errors name ``where``)."""
+    if not overrides:
+        return section
+    try:
+        return type(section).model_validate({**section.model_dump(), **overrides})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"params.yaml {where}: {problems}") from None
 
 
 def load_params(path: str | os.PathLike[str] = "params.yaml") -> Params:

@@ -25,6 +25,14 @@ class GateLine:
     variant: str
     passed: bool
     failed: list[str] = field(default_factory=list)  # "metric: reason" of the conditions it fails
+    primary_distance: float = float("inf")  # the first gate metric's distance to its ideal (lower = better)
+
+
+def best_first(gate: list[GateLine]) -> list[str]:
+    """The variants that pass the gate, best first: closest to the ideal on the gate's first metric (the
+    bias metric the gate is about), ties in params order. The summary suggests promoting the first."""
+    passing = [g for g in gate if g.passed]
+    return [g.variant for g in sorted(passing, key=lambda g: g.primary_distance)]
 
 
 @dataclass
@@ -59,9 +67,12 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
     for name, vm in loaded.items():
         if name == base:
             continue
-        results = evaluate_gate(list(params.registry.gate), vm, loaded[base])
+        conditions = list(params.registry.gate)
+        results = evaluate_gate(conditions, vm, loaded[base])
+        primary = vm.metrics.get(conditions[0].metric) if conditions else None
         gate.append(GateLine(name, bool(results) and all(r.passed for r in results),
-                             [f"{r.metric}: {r.reason}" for r in results if not r.passed]))
+                             [f"{r.metric}: {r.reason}" for r in results if not r.passed],
+                             primary.distance_to_ideal() if primary is not None else float("inf")))
     versions = run_file.registered_versions(root / paths.run_file("register"))
     return Summary(describe_model_source(params), table, gate, versions,
                    params.registry.model_name, [n for n in params.variants if n not in loaded and n not in skipped],
@@ -108,7 +119,7 @@ def render(summary: Summary, console: Any) -> None:
             more = f" (+{len(g.failed) - 1} more)" if len(g.failed) > 1 else ""
             console.print(f"  [red]FAIL[/] {g.variant}{where}: {first}{more}", highlight=False, overflow="ellipsis",
                           no_wrap=True)
-    passing = [g.variant for g in summary.gate if g.passed]
+    passing = best_first(summary.gate)
     console.print("Next:", highlight=False)
     if passing:
         console.print(f"  {'biaslab promote ' + passing[0]:<34}alias `champion` on {summary.model_name} "

@@ -130,6 +130,27 @@ def test_edit_embeddings_logs_its_word_list_tables(project):
         assert item["digest"] == lineage.dvc_digest(project / "data" / "prepared" / f"{name}.parquet")
 
 
+def test_edit_embeddings_applies_and_logs_the_variants_embedding_overrides(project):
+    """``hard_k16`` (params.yaml): its ``embedding_overrides`` reach the edit and the MLflow run's params."""
+    import json
+
+    from biaslab.config import load_params
+    from biaslab.stages import edit_embeddings
+
+    overrides = load_params("params.yaml").variant("hard_k16").embedding_overrides
+    assert edit_embeddings.main(["--params", "params.yaml", "--variant", "hard_k16"]) == 0
+    report = json.loads((project / "models" / "hard_k16" / "edit_report.json").read_text(encoding="utf-8"))
+    assert report["subspace"]["n_components"] == overrides["n_components"] == 16
+    assert len(report["subspace"]["explained_variance_ratio"]) == 16
+    assert report["targets"]["words_per_language"]["uk"] == 4  # the hard words only: no GBEM-UA job titles
+    client = _client(project)
+    experiment = client.get_experiment_by_name("biaslab")
+    (run,) = client.search_runs([experiment.experiment_id],
+                                filter_string="tags.stage = 'edit_embeddings' and tags.variant = 'hard_k16'")
+    assert run.data.params["embedding_debias.n_components"] == "16"
+    assert run.data.params["embedding_debias.profession_sources"] == "('occugender', 'winobias')"
+
+
 def test_base_model_logs_corpus_parts_and_writes_its_curves(tmp_path, monkeypatch):
     """A tiny pretraining through the stage entry point: the corpora folder as its train/validation parts."""
     import json

@@ -58,3 +58,20 @@ def test_lora_overrides_of_a_variant_are_validated():
     assert cda.augmentation == "counterfactual" and cda.checkpoint_dir == "models/cda_ckpt" and cda.r == params.lora.r
     with pytest.raises(ConfigError, match="variants.bad.lora_overrides: augmentaton"):
         params.lora_for("bad")
+
+
+def test_embedding_overrides_of_a_variant_are_validated():
+    from biaslab.config import ConfigError, Params
+
+    params = Params.model_validate({"variants": {
+        "hard": {"method": "embedding", "model_dir": "models/hard", "embedding_mode": "hard"},
+        "wide": {"method": "embedding", "model_dir": "models/wide", "embedding_mode": "hard",
+                 "embedding_overrides": {"n_components": 16, "profession_sources": ["occugender"]}},
+        "bad": {"method": "embedding", "model_dir": "m", "embedding_mode": "hard",
+                "embedding_overrides": {"n_components": 0}}}})
+    assert params.embedding_debias_for("hard") == params.embedding_debias
+    wide = params.embedding_debias_for("wide")
+    assert (wide.n_components, wide.profession_sources) == (16, ("occugender",))
+    assert wide.languages == params.embedding_debias.languages  # keys not overridden stay the section's
+    with pytest.raises(ConfigError, match="variants.bad.embedding_overrides: n_components: Input should be"):
+        params.embedding_debias_for("bad")

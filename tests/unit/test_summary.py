@@ -72,3 +72,16 @@ def test_summary_command(tmp_path):
     (tmp_path / "metrics" / "base.json").unlink()
     result = CliRunner().invoke(app, ["summary", "--root", str(tmp_path)])
     assert result.exit_code == 2 and "metrics/base.json not found" in result.output
+
+
+def test_summary_suggests_the_passing_variant_closest_to_the_ideal_on_the_gates_first_metric(tmp_path):
+    """Two variants pass: the one listed later in params but with the smaller gate metric is suggested first."""
+    write_project(tmp_path)
+    (tmp_path / "metrics" / "missing.json").write_text(json.dumps({"variant": "missing", "metrics": {
+        "gbem_ua/qa_diff_fem": record(0.01, 0.0, 0.02),
+        "gbem_ua/qa_f1_man_nofem": record(0.70, 0.67, 0.73, "higher", 1.0)}}))
+    console = Console(width=summary.WIDTH, record=True)
+    built = summary.print_summary(load_params(tmp_path / "params.yaml"), tmp_path, console=console)
+    text = console.export_text()
+    assert summary.best_first(built.gate) == ["missing", "good"]  # params order is good, worse, missing
+    assert "biaslab promote missing" in text and "(passed the gate: missing, good)" in text

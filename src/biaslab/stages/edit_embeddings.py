@@ -1,5 +1,8 @@
 """Stage ``edit_embeddings@<variant>``: Bolukbasi soft/hard embedding debiasing of ``models/base``.
 
+The edit's settings are ``embedding_debias`` with the variant's ``embedding_overrides`` applied
+(``params.embedding_debias_for``), and they are what the MLflow run logs as ``embedding_debias``.
+
     python -m biaslab.stages.edit_embeddings --variant soft
 
 Writes ``models/<variant>/`` (edited checkpoint, or variant.json + embedding_hook.safetensors, with
@@ -10,7 +13,7 @@ the word lists come from as its dataset inputs.
 import sys
 
 from biaslab import lineage, tracking
-from biaslab.config import ConfigError, Params, load_params
+from biaslab.config import ConfigError, EmbeddingDebiasConfig, Params, load_params
 from biaslab.outputs import paths, run_file
 from biaslab.stages.entry import VARIANT, stage_main
 from biaslab.stages.inputs import base_model_dir
@@ -20,11 +23,10 @@ PROFESSION_TABLES = {"gbem_ua": "gbem_ua.parquet", "occugender": "occugender_job
                      "winobias": "winobias.parquet"}
 
 
-def embedding_word_lists(params: Params) -> list[lineage.DatasetRef]:
+def embedding_word_lists(params: Params, cfg: EmbeddingDebiasConfig) -> list[lineage.DatasetRef]:
     """The prepared tables the edit reads (its MLflow inputs): gender pairs, the profession sources' tables,
     and GBEM-UA (whose sentences measure the edit's token coverage)."""
-    tables = ["gender_pairs.parquet", *(PROFESSION_TABLES[s] for s in params.embedding_debias.profession_sources),
-              "gbem_ua.parquet"]
+    tables = ["gender_pairs.parquet", *(PROFESSION_TABLES[s] for s in cfg.profession_sources), "gbem_ua.parquet"]
     return [lineage.prepared_file(params.data.prepared_dir, name, "train") for name in dict.fromkeys(tables)]
 
 
@@ -38,7 +40,7 @@ def run(variant_name: str, params_path: str) -> None:
     from biaslab.outputs.variant_dir import fingerprint_dir
 
     params = load_params(params_path)
-    variant, cfg = params.variant(variant_name), params.embedding_debias
+    variant, cfg = params.variant(variant_name), params.embedding_debias_for(variant_name)
     if variant.method != "embedding" or variant.embedding_mode is None:
         raise ConfigError(f"variants.{variant_name}: needs method: embedding and embedding_mode: soft|hard")
     base_dir = base_model_dir(params)
@@ -46,7 +48,7 @@ def run(variant_name: str, params_path: str) -> None:
     with tracking.stage_run("edit_embeddings", variant=variant_name,
                             tags={"base_fingerprint": fingerprint_dir(base_dir)}) as r:
         tracking.log_params({"embedding_debias": cfg.model_dump(), "variant": variant.model_dump()})
-        tracking.log_datasets(embedding_word_lists(params))
+        tracking.log_datasets(embedding_word_lists(params, cfg))
         report = fit_embedding_variant(base_dir=base_dir, cfg=cfg, mode=variant.embedding_mode,
                                        apply=variant.embedding_apply, prepared_dir=params.data.prepared_dir,
                                        out_dir=variant.model_dir, base_ref=params.model.output_dir,
