@@ -21,14 +21,17 @@ import pytest
 import yaml
 
 from biaslab.mitigation.applicability import LORA_ON_MASKED_LM
-from workspace import copy_pipeline, init_repo, pipeline_env, run_in
+from workspace import copy_pipeline, drop_variants, init_repo, pipeline_env, run_in
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 # every LoRA variant of the project's params.yaml (lora, lora_cda, lora_clp): none applies to a masked LM
 VARIANTS = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["variants"]
 LORA_VARIANTS = tuple(name for name, v in VARIANTS.items() if v["method"] == "lora")
-OTHER_VARIANTS = tuple(name for name in VARIANTS if name not in LORA_VARIANTS)  # base, prompt, soft, hard, hard_k16
+# hard_k16 is hard with other embedding_debias values: the same stages and code path as hard on this model, and
+# 25 s of make test; the workspace leaves it out (drop_variants)
+SAME_PATH_AS_HARD = ("hard_k16",)
+OTHER_VARIANTS = tuple(name for name in VARIANTS if name not in LORA_VARIANTS + SAME_PATH_AS_HARD)  # base, prompt, soft, hard
 
 
 def build_tiny_xlmr(out: Path, texts: list[str]) -> None:
@@ -90,6 +93,7 @@ def test_masked_lm_runs_every_stage(tmp_path, mirror):
     for name in ("rubia", "cloze_gender"):  # masked-LM benchmarks tested elsewhere; CrowS-Pairs stands for them
         params["evaluation"]["benchmarks"][name]["enabled"] = False
     (work / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    drop_variants(work, SAME_PATH_AS_HARD)
     env = pipeline_env(work)
     init_repo(work, env)
     log = run_in(work, env, "dvc", "repro")

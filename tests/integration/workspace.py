@@ -77,3 +77,25 @@ def init_repo(work: Path, env: dict[str, str]) -> None:
     run_in(work, env, "dvc", "init", "-q")
     run_in(work, env, *git, "add", "-A")
     run_in(work, env, *git, "commit", "-qm", "workspace")
+
+
+def drop_variants(work: Path, names: Sequence[str]) -> None:
+    """Remove variants from a copied pipeline: from ``params.yaml`` and from ``dvc.yaml`` (the ``foreach``
+    lists that name them, and every dependency on ``models/<name>``, ``metrics/<name>.json`` or
+    ``reports/tables/<name>``), so ``dvc repro`` neither builds them nor waits for them."""
+    import yaml
+
+    names = set(names)
+    params_file, dvc_file = work / "params.yaml", work / "dvc.yaml"
+    params = yaml.safe_load(params_file.read_text(encoding="utf-8"))
+    params["variants"] = {k: v for k, v in params["variants"].items() if k not in names}
+    params_file.write_text(yaml.safe_dump(params, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    produced = {p for n in names for p in (f"models/{n}", f"metrics/{n}.json", f"reports/tables/{n}")}
+    pipeline = yaml.safe_load(dvc_file.read_text(encoding="utf-8"))
+    for stage in pipeline["stages"].values():
+        if isinstance(stage.get("foreach"), list):
+            stage["foreach"] = [item for item in stage["foreach"] if item not in names]
+        body = stage.get("do", stage)
+        if "deps" in body:
+            body["deps"] = [d for d in body["deps"] if d not in produced]
+    dvc_file.write_text(yaml.safe_dump(pipeline, allow_unicode=True, sort_keys=False), encoding="utf-8")
