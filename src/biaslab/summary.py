@@ -63,11 +63,10 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
     if base not in loaded:
         raise FileNotFoundError(f"metrics/{base}.json not found; run `dvc repro` first")
     table = compare({n: vm.metrics for n, vm in loaded.items()}, headline_metrics(params.evaluation.benchmarks), base)
-    gate = []
+    gate, conditions = [], list(params.registry.gate)
     for name, vm in loaded.items():
         if name == base:
             continue
-        conditions = list(params.registry.gate)
         results = evaluate_gate(conditions, vm, loaded[base])
         primary = vm.metrics.get(conditions[0].metric) if conditions else None
         gate.append(GateLine(name, bool(results) and all(r.passed for r in results),

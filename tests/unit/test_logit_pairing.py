@@ -133,8 +133,7 @@ def test_pairing_objective_shrinks_the_training_pairs_gap_and_weight_zero_is_pla
         model = build_llama(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64, seed=0)
         cfg = LoraConfig(objective=objective, pairing_weight=weight, pairing_pairs=4, learning_rate=2e-2,
                          max_steps=12, per_device_batch_size=2, gradient_accumulation_steps=1, eval_steps=0,
-                         logging_steps=2,
-                         dropout=0.0, r=8, alpha=32,
+                         logging_steps=2, dropout=0.0, r=8, alpha=32,
                          target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
         out = train_lora(model, tiny_tokenizer, train, cfg, tmp_path / f"{objective}-{weight}", checkpoints=False,
                          fmt=fmt, pairs=pairs)
@@ -147,8 +146,7 @@ def test_pairing_objective_shrinks_the_training_pairs_gap_and_weight_zero_is_pla
     zero_gap, zero_weights, _ = trained("logit_pairing", 0.0)
     paired_gap, _, history = trained("logit_pairing", 20.0)
     assert all(torch.equal(sft_weights[n], zero_weights[n]) for n in sft_weights)  # the term alone makes the difference
-    print(sft_gap, paired_gap)
-    assert paired_gap < 0.9 * sft_gap  # a random 2-layer model: the gaps are ~4 nats, 20 steps take a fifth off
+    assert paired_gap < 0.9 * sft_gap  # a random 2-layer model: the gaps are ~4 nats; 12 steps must take a tenth off
     curve = [h["pairing_loss"] for h in history if "pairing_loss" in h]
     assert curve[-1] < curve[0]
     assert any("pairing_abs_gap_gbem_ua" in h for h in history)  # the per-source curve reaches the log (MLflow)
