@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--cpu", action="store_true", help="CPU only: the plumbing, no GPU comparison")
     parser.add_argument("--lora-steps", type=int, default=20, help="optimizer steps of the LoRA fine-tune")
+    parser.add_argument("--lora-variant", default="lora",
+                        help="the variant whose resolved lora settings are trained (lora_clp: the logit-pairing loss)")
     parser.add_argument("--quantization", choices=("auto", "none", "4bit", "8bit"), default="auto",
                         help="auto = 4bit when bitsandbytes imports, else none")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (scoring.num_threads; default all)")
@@ -154,20 +156,31 @@ def resolve_quantization(asked: str, cpu: bool) -> str:
     return "4bit" if probe_capabilities().bitsandbytes else "none"
 
 
-def lora_step(params, work: Path, steps: int, quantization: str) -> tuple[dict, float]:
-    """A LoRA fine-tune of models/base with the machine's plan -> models/lora_check (the stage's call)."""
+def lora_settings(params, work: Path, variant: str, steps: int, quantization: str):
+    """``variant``'s resolved lora section as the ``finetune`` stage resolves it, cut to ``steps`` steps.
+
+    The tune's best trial applies only where the variant's ``use_tuned`` says so (``lora_clp`` trains its
+    own steps and rate, with the logit-pairing objective).
+    """
+    from biaslab.mitigation.lora import tuned_overrides, with_overrides
+
+    cfg = params.lora_for(variant)
+    tuned = work / params.tune.output_dir / "best_params.json"
+    overrides = tuned_overrides(tuned) if cfg.use_tuned and tuned.is_file() else {}
+    return with_overrides(cfg, {**overrides, "max_steps": steps, "quantization": quantization,
+                                "checkpoint_dir": str(work / "models" / "lora_check_checkpoints"),
+                                "save_steps": max(steps, 1), "eval_steps": 0})
+
+
+def lora_step(params, work: Path, steps: int, quantization: str, variant: str = "lora") -> tuple[dict, float]:
+    """A LoRA fine-tune of models/base with ``variant``'s settings and the machine's plan -> models/lora_check."""
     import torch
 
     from biaslab.evaluation import set_threads
-    from biaslab.mitigation.lora import finetune, tuned_overrides, with_overrides
+    from biaslab.mitigation.lora import finetune
     from biaslab.stages.inputs import prepared_table
 
-    cfg = params.lora_for("lora")
-    tuned = work / params.tune.output_dir / "best_params.json"
-    overrides = tuned_overrides(tuned) if tuned.is_file() else {}
-    cfg = with_overrides(cfg, {**overrides, "max_steps": steps, "quantization": quantization,
-                               "checkpoint_dir": str(work / "models" / "lora_check_checkpoints"),
-                               "save_steps": max(steps, 1), "eval_steps": 0})
+    cfg = lora_settings(params, work, variant, steps, quantization)
     frame = prepared_table(params, "gbem_ua.parquet")
     set_threads(params.scoring.num_threads)
     if torch.cuda.is_available():
@@ -266,9 +279,9 @@ def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary:
     params = params_with(work, scoring("cpu" if args.cpu else "cuda", "auto"))
     tried = [quantization] + (["none"] if quantization != "none" else [])
     for quant in tried:  # a failed 4-bit fine-tune (bitsandbytes) is a problem; the bf16 LoRA still runs
-        name = f"lora fine-tune quantization {quant}"
+        name = f"lora fine-tune ({args.lora_variant}) quantization {quant}"
         print(f"gpu-check: {name} ({args.lora_steps} steps) ...", flush=True)
-        done = guarded(summary, name, lambda: lora_step(params, work, args.lora_steps, quant))
+        done = guarded(summary, name, lambda: lora_step(params, work, args.lora_steps, quant, args.lora_variant))
         if done is None:
             continue
         record, seconds = done

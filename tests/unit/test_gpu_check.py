@@ -58,3 +58,24 @@ def test_without_cuda_it_skips_with_a_message_and_exit_0(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "SKIPPED" in done.stdout and "nothing ran" in done.stdout
     assert not list(tmp_path.iterdir())  # nothing ran, nothing written
+
+
+def test_lora_settings_train_the_named_variant_as_the_finetune_stage_resolves_it(tmp_path):
+    """``--lora-variant lora_clp`` trains the logit-pairing objective with its own rate; ``lora`` takes the tune."""
+    from biaslab.config import load_params
+
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    tuned = tmp_path / params.tune.output_dir / "best_params.json"
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text('{"params": {"learning_rate": 0.000123, "r": 32}}', encoding="utf-8")
+    module = _module()
+
+    plain = module.lora_settings(params, tmp_path, "lora", steps=3, quantization="4bit")
+    assert (plain.learning_rate, plain.r, plain.objective) == (0.000123, 32, params.lora.objective)
+    assert (plain.max_steps, plain.quantization, plain.eval_steps) == (3, "4bit", 0)
+
+    clp = module.lora_settings(params, tmp_path, "lora_clp", steps=3, quantization="none")
+    expected = params.lora_for("lora_clp")
+    assert clp.objective == "logit_pairing" and not expected.use_tuned
+    assert (clp.learning_rate, clp.r, clp.pairing_pairs) == (expected.learning_rate, expected.r, expected.pairing_pairs)
+    assert (clp.max_steps, clp.quantization) == (3, "none")
