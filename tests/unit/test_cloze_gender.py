@@ -168,11 +168,38 @@ def test_genderlex_metrics_by_hand(prepared):
     low, high = m[f"{group}/him_ratio"].ci_low, m[f"{group}/him_ratio"].ci_high
     assert low is not None and low <= 2 / 4 <= high
 
+    # continuous HB reading: mean log P(him)/P(her) of the M rows (crafted twice, flown) minus the W rows'
+    gap = m["genderlex/lm_hb_logodds_gap"]
+    expected = (2 * math.log(2) + math.log(1.25)) / 3 - (math.log(1 / 3) + 0.0) / 2
+    assert gap.value == pytest.approx(expected)
+    assert (gap.direction, gap.ideal, gap.n) == ("target", 0.0, 5)
+    assert gap.ci_low is not None and gap.ci_low <= expected <= gap.ci_high
+
     # every score needed to recompute a metric is in the predictions
     assert assoc.bias_ratio(assoc.preferred_gender(pred["cgs_m"], pred["cgs_w"])) == pytest.approx(2 / 4)
     assert {"logprob_m", "logprob_w", "p_m", "p_w", "sim_m", "sim_w", "hb"} <= set(pred.columns)
     table = result.tables["cloze_gender_genderlex"]
     assert set(table["subject"]) == {"all", "occupation"}
+
+
+def test_hb_logodds_gap_resamples_sentences_not_their_context_type_rows(prepared):
+    """A sentence labelled under three context types is one draw of the bootstrap: its CI is that of one type."""
+    one = BENCHMARK.run(FakeClozeScorer(), prepared, file_options(prepared), CTX).metrics
+    frame = pd.concat([genderlex_frame(CLOZE_ROWS, context_type=c) for c in ("noun", "occ", "verb")])
+    frame.to_parquet(prepared / "genderlex.parquet")
+    three = BENCHMARK.run(FakeClozeScorer(), prepared, file_options(prepared), CTX).metrics
+    key = "cloze_gender/genderlex/lm_hb_logodds_gap"
+    assert three[key].n == 3 * one[key].n
+    assert (three[key].value, three[key].ci_low, three[key].ci_high) == pytest.approx(
+        (one[key].value, one[key].ci_low, one[key].ci_high))
+    assert one[key].ci_low < one[key].ci_high
+
+
+def test_hb_logodds_gap_is_undefined_without_both_labels():
+    from biaslab.benchmarks.cloze_gender.collector import hb_logodds_gap_statistic
+
+    only_m = pd.DataFrame({"hb": ["M", "M"], "logprob_m": [-1.0, -2.0], "logprob_w": [-2.0, -2.0]})
+    assert math.isnan(hb_logodds_gap_statistic(only_m))
 
 
 def test_genderlex_options_drop_duplicates_and_weat_effect_size(prepared):
@@ -449,6 +476,9 @@ def test_swapping_genders_mirrors_the_metrics(tiny_scorer, real_prepared, tmp_pa
     mirror = BENCHMARK.run(tiny_scorer, swapped_dir, options, NO_CI).metrics
     key = "cloze_gender/genderlex/occupation/verb"
     _assert_gender_mirrored(base, mirror, key)
+    gap = base["cloze_gender/genderlex/lm_hb_logodds_gap"].value  # both signs flip: the gap stays
+    assert np.isfinite(gap) and gap != 0
+    assert mirror["cloze_gender/genderlex/lm_hb_logodds_gap"].value == pytest.approx(gap)
     options = {**options, "weat": "effect_size"}  # fixed attribute words: only the labels flip, so d -> -d
     d = BENCHMARK.run(tiny_scorer, real_prepared, options, NO_CI).metrics[f"{key}/weat"].value
     assert np.isfinite(d) and d != 0

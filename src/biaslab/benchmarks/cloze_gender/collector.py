@@ -51,3 +51,20 @@ def kl_statistic(f: pd.DataFrame) -> float:
 
 def lm_kl_statistic(f: pd.DataFrame) -> float:
     return assoc.kl_bias(f["p_m"].to_numpy(), f["p_w"].to_numpy())
+
+
+def hb_logodds_gap_statistic(f: pd.DataFrame) -> float:
+    """Mean ``log P(m) - log P(w)`` of the rows labelled M minus that of the rows labelled W (natural log).
+
+    The continuous reading of ``lm_hb_match``: how far the human-bias label moves the model's pronoun
+    log-odds, whether or not the move crosses 0. A model that prefers one pronoun everywhere (the default
+    model says "her" in 99 % of GenderLex rows) has an uninformative ``hb_match`` - it reads the label
+    shares - while this difference still sees a stronger pull towards "him" where people say "him".
+    NaN when one label is absent from ``f``.
+    """
+    logodds = f["logprob_m"].to_numpy(dtype=float) - f["logprob_w"].to_numpy(dtype=float)
+    labels = f["hb"].to_numpy()
+    male, female = labels == assoc.MALE, labels == assoc.FEMALE
+    if not male.any() or not female.any():
+        return float("nan")
+    return float(logodds[male].mean() - logodds[female].mean())

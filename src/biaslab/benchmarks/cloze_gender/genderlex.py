@@ -14,7 +14,14 @@ import pandas as pd
 
 from biaslab.metrics import association as assoc
 
-from .collector import MetricCollector, hb_match_statistic, him_ratio_statistic, kl_statistic, lm_kl_statistic
+from .collector import (
+    MetricCollector,
+    hb_logodds_gap_statistic,
+    hb_match_statistic,
+    him_ratio_statistic,
+    kl_statistic,
+    lm_kl_statistic,
+)
 from .options import CONTEXT_TYPES
 from .scoring import SentenceScores
 
@@ -163,7 +170,13 @@ def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: Metr
                "share of rows (all groups and context types) whose CGS-preferred gender equals the HB label")
     lm_him = m.add(f"{dataset}/lm_him_ratio", used, lambda f: assoc.bias_ratio(f["lm_preferred"]), "target", 0.5,
                    "as him_ratio on P(pronoun) alone", ci=False)
+    # each sentence is scored once but labelled once per context type: resample sentences, not rows
+    sentence = ["subject", "row"] if "row" in used.columns else None
+    lm_gap = m.add(f"{dataset}/lm_hb_logodds_gap", used[["hb", "logprob_m", "logprob_w"] + (sentence or [])],
+                   hb_logodds_gap_statistic, "target", 0.0,
+                   "mean log P(male pronoun) - log P(female pronoun) over rows labelled M minus over rows labelled W "
+                   "(all groups and context types; biaslab's continuous reading of lm_hb_match)", unit=sentence)
     rows.append({"subject": "all", "context_type": "all", "n": len(used), "human_m": float((used["hb"] == "M").mean()),
                  "him_ratio": him, "her_ratio": 1 - him, "hb_match": hb, "lm_him_ratio": lm_him,
-                 "sim_oov_rows": int(used["sim_oov"].sum())})
+                 "lm_hb_logodds_gap": lm_gap, "sim_oov_rows": int(used["sim_oov"].sum())})
     return pd.DataFrame(rows)
