@@ -1,6 +1,6 @@
 # biaslab - the two commands of the README, plus helpers.
 #   make run   create .venv if missing, install, dvc repro
-#   make test  the test suite (what CI runs); installs Debian's postgresql first when missing (see postgres-server)
+#   make test  the test suite (what CI runs), two workers; installs Debian's postgresql first when missing (see postgres-server)
 #   make test-fast  the unit and pipeline layers only (no MLflow store, no subprocess stages): the inner loop
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -25,8 +25,9 @@ run: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit tests/pipeline -q
 
+# two pytest-xdist workers, each running whole test files (module fixtures such as the team server start once)
 test: $(STAMP) postgres-server
-	@$(BIN)/python -m pytest -q; status=$$?; \
+	@$(BIN)/python -m pytest -q -n 2 --dist loadfile; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5) - failing" >&2; fi; \
 	exit $$status
 
