@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from longest_files import LONGEST_FILES
 
 # Nothing in a test may reach the Hugging Face Hub: set offline mode before any HF library is imported.
 for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -25,18 +26,6 @@ TINY_TEXT = [
 
 
 MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME")
-
-# The longest test files, longest first (seconds in a fresh clone's `make test`, pytest's --durations).
-# `make test` runs two pytest-xdist workers with --dist loadfile, which hands whole files out in collection
-# order, alternately at first: in plain order the masked-LM repro, the team server and the Optuna workers all
-# fell to one worker and the run waited minutes on it. Collected first, they start on alternate workers.
-LONGEST_FILES = (
-    "test_team_server.py",  # ~265: one authenticated MLflow server on PostgreSQL, ~30 CLI subprocesses
-    "test_masked_lm_repro.py",  # ~195: a whole `dvc repro`
-    "test_tune_workers.py",  # ~100: two Optuna worker processes, three storages
-    "test_mlflow_server_concurrency.py",  # ~80: MLflow servers, parallel logging processes
-    "test_finetune_resume.py",  # ~60: a killed and resumed fine-tune, accelerate launch
-)
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import LONGEST_FILES
+from longest_files import LONGEST_FILES
 
 TESTS = Path(__file__).resolve().parents[1]
 
