@@ -58,7 +58,7 @@ def hb_logodds_gap_statistic(f: pd.DataFrame) -> float:
 
     The continuous reading of ``lm_hb_match``: how far the human-bias label moves the model's pronoun
     log-odds, whether or not the move crosses 0. A model that prefers one pronoun everywhere (the default
-    model says "her" in 99 % of GenderLex rows) has an uninformative ``hb_match`` - it reads the label
+    model says "her" in nearly every GenderLex row) has an uninformative ``hb_match`` - it reads the label
     shares - while this difference still sees a stronger pull towards "him" where people say "him".
     NaN when one label is absent from ``f``.
     """
