@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 from fakes import FakeScorer
+from bootstrap_reference import assert_same_metrics, metrics_both_ways
 from oracles import (
     encode,
     naive_joint_mask,
@@ -640,3 +641,9 @@ def test_authors_mean_scores_the_first_token_only_after_a_bos_or_prefix():
     assert not predicts_first_token(scorer(False)) and predicts_first_token(scorer(False, "Be fair."))
     assert score_sentences(scorer(False), ["He came."], "authors").prob["He came."] == pytest.approx(0.4)
     assert score_sentences(scorer(True), ["He came."], "authors").prob["He came."] == pytest.approx(0.25)
+
+
+def test_cis_equal_resampling_dataframes(prepared, monkeypatch):
+    """Every statistic reads a column-view resample as it reads a DataFrame (tests/bootstrap_reference.py)."""
+    run = lambda: BENCHMARK.run(FakeClozeScorer(), prepared, file_options(prepared), CTX).metrics  # noqa: E731
+    assert_same_metrics(*metrics_both_ways(monkeypatch, run))

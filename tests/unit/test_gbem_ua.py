@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import pytest
 from fakes import FakeScorer
+from bootstrap_reference import assert_same_metrics, metrics_both_ways
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.gbem_ua import BENCHMARK, QA_PROMPT, evaluate_gbem_ua, match_pairs, select_items
@@ -422,3 +423,9 @@ def test_macro_f1_sees_collapsed_answers():
     assert got["gbem_ua/qa_macro_f1"].value == pytest.approx(1 / 3)
     assert got["gbem_ua/qa_f1_man_nofem"].value == pytest.approx(2 / 3)
     assert got["gbem_ua/qa_macro_f1"].direction == "higher"
+
+
+def test_cis_equal_resampling_dataframes(monkeypatch):
+    """Every statistic reads a column-view resample as it reads a DataFrame (tests/bootstrap_reference.py)."""
+    frame, ctx = synthetic_frame(), EvalContext(seed=1, bootstrap_samples=40, progress=False)
+    assert_same_metrics(*metrics_both_ways(monkeypatch, lambda: evaluate_gbem_ua(FakeLM(frame), frame, {}, ctx).metrics))

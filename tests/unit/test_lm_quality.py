@@ -13,6 +13,7 @@ from biaslab.benchmarks.lm_quality import BENCHMARK, bits_per_char, ppl
 from biaslab.data.lm_heldout import chunks
 from biaslab.scoring.protocol import SentenceScore
 from tests.fakes import FakeScorer
+from tests.bootstrap_reference import assert_same_metrics, metrics_both_ways
 
 CTX = EvalContext(bootstrap_samples=200, progress=False)
 
@@ -99,3 +100,11 @@ def test_no_heldout_languages_prepares_no_table_and_skips_the_benchmark(tmp_path
 class _AlwaysLoglikelihood:
     def supports(self, capability):
         return True
+
+
+def test_cis_equal_resampling_dataframes(tmp_path, monkeypatch):
+    """ppl and bits per character read a column-view resample as a DataFrame (tests/bootstrap_reference.py)."""
+    texts = {f"text {i} " + "x" * i: ("en" if i % 3 else "uk", -1.5 * i - 2.0, i + 1) for i in range(12)}
+    prepared = write_heldout(tmp_path, [(lang, i, 0, t) for i, (t, (lang, _, _)) in enumerate(texts.items())])
+    lm = FakeScorer(sentences={t: SentenceScore(lp, n) for t, (_, lp, n) in texts.items()})
+    assert_same_metrics(*metrics_both_ways(monkeypatch, lambda: BENCHMARK.run(lm, prepared, {}, CTX).metrics))

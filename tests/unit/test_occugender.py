@@ -13,6 +13,7 @@ import math
 import pandas as pd
 import pytest
 from fakes import FakeScorer
+from bootstrap_reference import assert_same_metrics, metrics_both_ways
 from oracles import naive_loglikelihood, request_ids
 
 from biaslab.benchmarks.base import EvalContext
@@ -364,3 +365,19 @@ def test_published_tables_are_consistent_transcriptions():
     # the cells of a prompt and group are a distribution: M + F + D = 100 up to the paper's rounding
     cells = t5[LABELS].to_numpy().reshape(len(t5), 4, 3)
     assert cells.sum(axis=2) == pytest.approx(100.0, abs=0.21)
+
+
+def test_cis_equal_resampling_dataframes(prepared, monkeypatch):
+    """Every statistic reads a column-view resample as it reads a DataFrame (tests/bootstrap_reference.py)."""
+    jobs = pd.DataFrame({"job": ["nurse", "carpenter", "secretary", "plumber", "baker", "pilot"],
+                         "group": ["female_dominated", "male_dominated"] * 3,
+                         "male_ratio": [12.0, 97.0, 5.0, 98.0, 40.0, 90.0]})
+    jobs.assign(female_ratio=100 - jobs["male_ratio"]).to_parquet(prepared / "occugender_jobs.parquet")
+
+    def score(r) -> Score:  # P(she) grows with the length of the prompt, so jobs and prompts differ
+        word = WORD_OF[r.continuation.strip().lower()]
+        return Score(math.log(0.2 * (1 + len(r.context) % 7 / 10) if word == "she" else 0.2), 1, False)
+
+    ctx = EvalContext(seed=2, bootstrap_samples=60, progress=False)
+    run = lambda: BENCHMARK.run(FakeScorer(loglikelihood=score), prepared, {}, ctx).metrics  # noqa: E731
+    assert_same_metrics(*metrics_both_ways(monkeypatch, run))

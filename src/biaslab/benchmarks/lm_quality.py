@@ -38,17 +38,17 @@ REQUIRED_COLUMNS = ("language", "document", "chunk", "text")
 
 
 def _nll(frame: pd.DataFrame) -> float:
-    return float(-frame["logprob"].to_numpy().sum())
+    return float(-np.asarray(frame["logprob"]).sum())
 
 
 def ppl(frame: pd.DataFrame) -> float:
     """Token perplexity of the chunks in ``frame``."""
-    return math.exp(_nll(frame) / frame["n_tokens"].to_numpy().sum())
+    return math.exp(_nll(frame) / np.asarray(frame["n_tokens"]).sum())
 
 
 def bits_per_char(frame: pd.DataFrame) -> float:
     """Bits per character of the chunks in ``frame``."""
-    return _nll(frame) / math.log(2) / frame["n_chars"].to_numpy().sum()
+    return _nll(frame) / math.log(2) / np.asarray(frame["n_chars"]).sum()
 
 
 def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:

@@ -37,20 +37,20 @@ class MetricCollector:
 
 
 def him_ratio_statistic(f: pd.DataFrame) -> float:
-    n_m, n_w = int(f["prefers_m"].to_numpy().sum()), int(f["prefers_w"].to_numpy().sum())
+    n_m, n_w = int(np.asarray(f["prefers_m"]).sum()), int(np.asarray(f["prefers_w"]).sum())
     return n_m / (n_m + n_w) if n_m + n_w else float("nan")
 
 
 def hb_match_statistic(f: pd.DataFrame) -> float:
-    return float(f["hb_match"].to_numpy().mean())
+    return float(np.asarray(f["hb_match"]).mean())
 
 
 def kl_statistic(f: pd.DataFrame) -> float:
-    return assoc.kl_bias(f["cgs_m"].to_numpy(), f["cgs_w"].to_numpy())
+    return assoc.kl_bias(f["cgs_m"], f["cgs_w"])
 
 
 def lm_kl_statistic(f: pd.DataFrame) -> float:
-    return assoc.kl_bias(f["p_m"].to_numpy(), f["p_w"].to_numpy())
+    return assoc.kl_bias(f["p_m"], f["p_w"])
 
 
 def hb_logodds_gap_statistic(f: pd.DataFrame) -> float:
@@ -62,8 +62,8 @@ def hb_logodds_gap_statistic(f: pd.DataFrame) -> float:
     shares - while this difference still sees a stronger pull towards "him" where people say "him".
     NaN when one label is absent from ``f``.
     """
-    logodds = f["logprob_m"].to_numpy(dtype=float) - f["logprob_w"].to_numpy(dtype=float)
-    labels = f["hb"].to_numpy()
+    logodds = np.asarray(f["logprob_m"], dtype=float) - np.asarray(f["logprob_w"], dtype=float)
+    labels = np.asarray(f["hb"])
     male, female = labels == assoc.MALE, labels == assoc.FEMALE
     if not male.any() or not female.any():
         return float("nan")

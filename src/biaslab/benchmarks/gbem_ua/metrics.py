@@ -15,8 +15,8 @@ def prob_diff(frame: pd.DataFrame) -> float:
     """mean|P⁺ₘ − P⁺f| + mean|P⁻ₘ − P⁻f| over the pairs of ``frame`` (NaN when empty)."""
     if frame.empty:
         return float("nan")
-    pos = np.abs(frame["p_pos_male"].to_numpy() - frame["p_pos_female"].to_numpy()).mean()
-    neg = np.abs(frame["p_neg_male"].to_numpy() - frame["p_neg_female"].to_numpy()).mean()
+    pos = np.abs(np.asarray(frame["p_pos_male"]) - np.asarray(frame["p_pos_female"])).mean()
+    neg = np.abs(np.asarray(frame["p_neg_male"]) - np.asarray(frame["p_neg_female"])).mean()
     return float(pos + neg)
 
 
@@ -27,7 +27,7 @@ def logodds_gap(frame: pd.DataFrame) -> float:
     """mean(logodds_male − logodds_female) over the pairs of ``frame`` (NaN when empty): signed, in nats."""
     if frame.empty:
         return float("nan")
-    return float((frame["logodds_male"].to_numpy() - frame["logodds_female"].to_numpy()).mean())
+    return float((np.asarray(frame["logodds_male"]) - np.asarray(frame["logodds_female"])).mean())
 
 
 def _metric(frame, columns, statistic, ctx: EvalContext, direction, ideal, description) -> MetricValue:
@@ -52,18 +52,18 @@ def compute_metrics(
     f1, agreement = binary_f1_fn(), label_agreement_fn()
 
     def f1_vs_relevance(label: str):  # -> (columns, statistic)
-        return [label, "is_correct"], lambda t: f1(t[label].to_numpy(), t["is_correct"].to_numpy())
+        return [label, "is_correct"], lambda t: f1(np.asarray(t[label]), np.asarray(t["is_correct"]))
 
     def macro_f1_vs_relevance(label: str):  # -> (columns, statistic): mean F1 of the 'yes' and the 'no' class
         def statistic(t: pd.DataFrame) -> float:
-            answers, correct = t[label].to_numpy(dtype=bool), t["is_correct"].to_numpy(dtype=bool)
+            answers, correct = np.asarray(t[label], dtype=bool), np.asarray(t["is_correct"], dtype=bool)
             return (f1(answers, correct) + f1(~answers, ~correct)) / 2
 
         return [label, "is_correct"], statistic
 
     def agreement_of(male: str, female: str, complement: bool = False):
         def statistic(t: pd.DataFrame) -> float:
-            share = agreement(t[male].to_numpy(), t[female].to_numpy())
+            share = agreement(np.asarray(t[male]), np.asarray(t[female]))
             return 1.0 - share if complement else share
 
         return [male, female], statistic
