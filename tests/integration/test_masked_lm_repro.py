@@ -10,7 +10,7 @@ with their reason (:data:`biaslab.mitigation.applicability.LORA_ON_MASKED_LM`), 
 directories say so, ``evaluate@lora*`` carry the reason instead of numbers, ``control_model``/``calibrate``
 say why there is nothing to calibrate, the other variants are evaluated and registered, and the report
 says why the LoRA variant has no numbers. A second ``dvc repro`` reruns only ``raw_data`` (always run).
-Variants whose stages repeat another's code path (``hard_k16``; ``lora_cda`` and ``lora_clp``) are left out.
+Variants whose stages repeat another's code path (``hard_k16``; every LoRA variant after ``lora``) are left out.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["variants"]
 # Variants that only repeat another one's stages and code path on this model are left out of the workspace
 # (drop_variants): every stage is a subprocess of ~9 s here, and make test must stay under 15 minutes.
-# hard_k16 is hard with other embedding_debias values; every LoRA variant but the first (lora_cda, lora_clp:
+# hard_k16 is hard with other embedding_debias values; every LoRA variant but the first (lora_cda, lora_clp, ...:
 # other lora settings) is skipped for a masked LM by the same check as lora, with the same reason.
 ALL_LORA = tuple(name for name, v in VARIANTS.items() if v["method"] == "lora")
 LORA_VARIANTS = ALL_LORA[:1]  # lora
