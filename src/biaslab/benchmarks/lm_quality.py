@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table, skipped_result
-from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
 
@@ -37,16 +37,16 @@ DEFAULT_OPTIONS: dict[str, Any] = {"languages": None}  # null = every language o
 REQUIRED_COLUMNS = ("language", "document", "chunk", "text")
 
 
-def _nll(frame: pd.DataFrame) -> float:
+def _nll(frame: Columns) -> float:
     return float(-np.asarray(frame["logprob"]).sum())
 
 
-def ppl(frame: pd.DataFrame) -> float:
+def ppl(frame: Columns) -> float:
     """Token perplexity of the chunks in ``frame``."""
     return math.exp(_nll(frame) / np.asarray(frame["n_tokens"]).sum())
 
 
-def bits_per_char(frame: pd.DataFrame) -> float:
+def bits_per_char(frame: Columns) -> float:
     """Bits per character of the chunks in ``frame``."""
     return _nll(frame) / math.log(2) / np.asarray(frame["n_chars"]).sum()
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
-from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci
 from biaslab.metrics.values import Direction, MetricValue
 from biaslab.scoring.protocol import PAIR_METHODS
 
@@ -87,7 +87,7 @@ def share_metric(
 ) -> MetricValue:
     """Mean of a boolean column (a share of pairs), with a pair-level bootstrap CI if ``with_ci``."""
     values = frame[column].astype(float)
-    statistic: Callable[[pd.DataFrame], float] = lambda f: float(f[column].astype(float).mean())  # noqa: E731
+    statistic: Callable[[Columns], float] = lambda f: float(f[column].astype(float).mean())  # noqa: E731
     low, high = (None, None)
     if with_ci and len(frame):
         low, high = bootstrap_ci(

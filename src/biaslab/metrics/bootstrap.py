@@ -4,7 +4,7 @@ Resampling is over the *units that are independent*: for paired benchmarks a uni
 GBEM-UA a profession (its 8 variants move together), so the interval is not too narrow.
 
 A resample is handed to the statistic as :class:`ResampledColumns` - the picked rows, column by column as
-NumPy arrays - not as a DataFrame: building a 1000 DataFrames per metric cost more than half of an
+NumPy arrays - not as a DataFrame: building 1000 DataFrames per metric cost more than half of an
 evaluation (28 s of 71 s on the default model, 2 cores). A statistic therefore reads its columns with
 ``np.asarray(frame[column])`` (or NumPy methods such as ``.mean()``), which works on both a DataFrame (the
 point value) and a resample; ``len(frame)`` and ``frame.empty`` work on both too.
@@ -56,6 +56,9 @@ class ResampledColumns:
         return list(self._arrays)
 
 
+Columns = pd.DataFrame | ResampledColumns  # what a bootstrapped statistic reads: the whole frame or one resample
+
+
 def column_arrays(frame: pd.DataFrame) -> dict[Any, np.ndarray]:
     """Every column of ``frame`` as a NumPy array (no copy where pandas can avoid one)."""
     if frame.columns.has_duplicates:
@@ -65,7 +68,7 @@ def column_arrays(frame: pd.DataFrame) -> dict[Any, np.ndarray]:
 
 def bootstrap_ci(
     frame: pd.DataFrame,
-    statistic: Callable[[Any], float],
+    statistic: Callable[[Columns], float],
     *,
     samples: int,
     seed: int,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.metrics import association as assoc
-from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci
 from biaslab.metrics.values import MetricValue
 
 from .options import NAME
@@ -25,7 +25,7 @@ class MetricCollector:
     def __init__(self, ctx: EvalContext):
         self.ctx, self.values = ctx, {}
 
-    def add(self, name: str, frame: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], direction: str,
+    def add(self, name: str, frame: pd.DataFrame, statistic: Callable[[Columns], float], direction: str,
             ideal: float | None, description: str, ci: bool = True, unit: str | None = None) -> float:
         value = float(statistic(frame)) if len(frame) else float("nan")
         low = high = None
@@ -36,24 +36,24 @@ class MetricCollector:
         return value
 
 
-def him_ratio_statistic(f: pd.DataFrame) -> float:
+def him_ratio_statistic(f: Columns) -> float:
     n_m, n_w = int(np.asarray(f["prefers_m"]).sum()), int(np.asarray(f["prefers_w"]).sum())
     return n_m / (n_m + n_w) if n_m + n_w else float("nan")
 
 
-def hb_match_statistic(f: pd.DataFrame) -> float:
+def hb_match_statistic(f: Columns) -> float:
     return float(np.asarray(f["hb_match"]).mean())
 
 
-def kl_statistic(f: pd.DataFrame) -> float:
+def kl_statistic(f: Columns) -> float:
     return assoc.kl_bias(f["cgs_m"], f["cgs_w"])
 
 
-def lm_kl_statistic(f: pd.DataFrame) -> float:
+def lm_kl_statistic(f: Columns) -> float:
     return assoc.kl_bias(f["p_m"], f["p_w"])
 
 
-def hb_logodds_gap_statistic(f: pd.DataFrame) -> float:
+def hb_logodds_gap_statistic(f: Columns) -> float:
     """Mean ``log P(m) - log P(w)`` of the rows labelled M minus that of the rows labelled W (natural log).
 
     The continuous reading of ``lm_hb_match``: how far the human-bias label moves the model's pronoun

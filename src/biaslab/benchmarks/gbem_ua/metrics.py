@@ -7,11 +7,11 @@ import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.gbem_ua.items import GROUPS, NAME, PAIRINGS
-from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci
 from biaslab.metrics.values import MetricValue
 
 
-def prob_diff(frame: pd.DataFrame) -> float:
+def prob_diff(frame: Columns) -> float:
     """mean|P⁺ₘ − P⁺f| + mean|P⁻ₘ − P⁻f| over the pairs of ``frame`` (NaN when empty)."""
     if frame.empty:
         return float("nan")
@@ -23,7 +23,7 @@ def prob_diff(frame: pd.DataFrame) -> float:
 PROB_DIFF_COLUMNS = ["p_pos_male", "p_pos_female", "p_neg_male", "p_neg_female"]
 
 
-def logodds_gap(frame: pd.DataFrame) -> float:
+def logodds_gap(frame: Columns) -> float:
     """mean(logodds_male − logodds_female) over the pairs of ``frame`` (NaN when empty): signed, in nats."""
     if frame.empty:
         return float("nan")
@@ -55,14 +55,14 @@ def compute_metrics(
         return [label, "is_correct"], lambda t: f1(np.asarray(t[label]), np.asarray(t["is_correct"]))
 
     def macro_f1_vs_relevance(label: str):  # -> (columns, statistic): mean F1 of the 'yes' and the 'no' class
-        def statistic(t: pd.DataFrame) -> float:
+        def statistic(t: Columns) -> float:
             answers, correct = np.asarray(t[label], dtype=bool), np.asarray(t["is_correct"], dtype=bool)
             return (f1(answers, correct) + f1(~answers, ~correct)) / 2
 
         return [label, "is_correct"], statistic
 
     def agreement_of(male: str, female: str, complement: bool = False):
-        def statistic(t: pd.DataFrame) -> float:
+        def statistic(t: Columns) -> float:
             share = agreement(np.asarray(t[male]), np.asarray(t[female]))
             return 1.0 - share if complement else share
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.occugender.items import BIAS_TYPES, GENDERS, GROUPS, NONE, SHORT
-from biaslab.metrics.bootstrap import bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci
 from biaslab.metrics.values import MetricValue
 
 
@@ -56,7 +56,7 @@ def _gap_metric(frame: pd.DataFrame, gap: str, bias: str, ctx: EvalContext, with
                        description=f"mean {what} over jobs, {bias} prompt(s), no debiasing")
 
 
-def group_gap(frame: pd.DataFrame) -> float:
+def group_gap(frame: Columns) -> float:
     """Mean P~(female) over female-dominated jobs minus the mean over male-dominated jobs (NaN if a group is empty)."""
     groups, p_female = np.asarray(frame["group"]), np.asarray(frame["p_female"], dtype=float)
     female, male = (groups == group for group in GROUPS)  # GROUPS = (female_dominated, male_dominated)
