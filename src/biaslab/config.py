@@ -282,7 +282,7 @@ class LoraConfig(Section):
         "sft", description="sft = completion loss only (GBEM-UA paper); logit_pairing = + pairing_weight x the "
                            "absolute gap of counterfactual pairs' answer log-odds (mitigation/logit_pairing.py)")
     pairing_weight: float = Field(1.0, ge=0, description="weight of the pairing term (objective: logit_pairing)")
-    pairing_pairs: int = Field(4, ge=1, description="counterfactual pairs drawn per forward pass (logit_pairing)")
+    pairing_pairs: int = Field(4, ge=1, description="counterfactual pairs drawn per source and forward pass (logit_pairing)")
     pairing_anchor: bool = Field(
         True, description="logit_pairing: also keep each pair's mean answer log-odds at the base model's, so a gap "
                           "closes by moving both sides together, not by pushing every answer to one word")
