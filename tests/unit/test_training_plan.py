@@ -24,8 +24,8 @@ def test_auto_on_the_cpu_is_float32_without_checkpointing_and_the_transformers_o
     assert plan.describe() == {"device": "cpu", "load_dtype": "float32", "mixed_precision": "none",
                                "gradient_checkpointing": False, "quantization": "none",
                                "optimizer": "adamw_torch_fused"}
-    assert plan.sft_arguments() == {"bf16": False, "fp16": False, "gradient_checkpointing": False,
-                                    "gradient_checkpointing_kwargs": None, "optim": "adamw_torch_fused"}
+    assert plan.sft_arguments() == {"bf16": False, "fp16": False, "activation_checkpointing": False,
+                                    "activation_checkpointing_kwargs": None, "optim": "adamw_torch_fused"}
     assert plan.load_arguments() == {"dtype": torch.float32}
 
 
@@ -35,7 +35,8 @@ def test_auto_on_a_gpu_takes_the_precision_the_hardware_has(caps, mixed, dtype):
     assert (plan.device, plan.mixed_precision, plan.load_dtype) == ("cuda", mixed, dtype)
     assert plan.gradient_checkpointing and plan.optimizer == "paged_adamw_8bit"  # GBEM-UA's optimizer
     args = plan.sft_arguments()
-    assert args[mixed] is True and args["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
+    assert args[mixed] is True and args["activation_checkpointing"] is True
+    assert args["activation_checkpointing_kwargs"] == {"use_reentrant": False}
 
 
 @pytest.mark.parametrize("bits", ["4bit", "8bit"])
@@ -143,3 +144,20 @@ def test_finetune_of_a_bf16_base_on_the_cpu_trains_in_float32_and_stores_only_th
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in base.iterdir()} == before  # base untouched
     assert {p.name for p in (tmp_path / "lora").iterdir()} >= {"adapter_model.safetensors", "adapter_config.json"}
     assert not any(p.name == "model.safetensors" for p in (tmp_path / "lora").iterdir())
+
+
+def test_checkpointing_uses_the_current_training_arguments_name_and_does_not_warn():
+    """transformers 5.2x renamed gradient_checkpointing(_kwargs) to activation_checkpointing(_kwargs); the old
+    names warn (FutureWarning) and go in v6. The plan's arguments must build an SFTConfig silently, with the
+    setting taken."""
+    import warnings
+
+    from trl import SFTConfig
+
+    args = plan_training(LoraConfig(), A100).sft_arguments()
+    args.update(bf16=False, fp16=False, optim="adamw_torch")  # buildable on a CPU-only test machine
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*checkpointing.*deprecated", category=FutureWarning)
+        config = SFTConfig(output_dir="unused", report_to=[], **args)
+    assert config.activation_checkpointing is True
+    assert config.activation_checkpointing_kwargs == {"use_reentrant": False}

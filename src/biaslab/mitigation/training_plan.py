@@ -78,6 +78,18 @@ def _known_optimizers() -> list[str]:
     return [o.value for o in OptimizerNames]
 
 
+def checkpointing_argument() -> str:
+    """``TrainingArguments``' name for activation checkpointing: ``activation_checkpointing`` where the
+    installed transformers has it (5.2x; ``gradient_checkpointing`` is then a deprecated alias that warns
+    and goes in v6), else ``gradient_checkpointing`` (older 5.x, e.g. on a borrowed GPU machine)."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    names = {field.name for field in fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     """The resolved LoRA training setup (recorded in ``variant.json`` and the MLflow run)."""
@@ -93,12 +105,13 @@ class TrainingPlan:
         return asdict(self)
 
     def sft_arguments(self) -> dict[str, Any]:
-        """The ``SFTConfig`` fields this plan sets."""
+        """The ``SFTConfig`` fields this plan sets (checkpointing under the installed transformers' name)."""
+        name = checkpointing_argument()
         return {
             "bf16": self.mixed_precision == "bf16",
             "fp16": self.mixed_precision == "fp16",
-            "gradient_checkpointing": self.gradient_checkpointing,
-            "gradient_checkpointing_kwargs": {"use_reentrant": False} if self.gradient_checkpointing else None,
+            name: self.gradient_checkpointing,
+            f"{name}_kwargs": {"use_reentrant": False} if self.gradient_checkpointing else None,
             "optim": self.optimizer,
         }
 

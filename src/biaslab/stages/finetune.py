@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> None:
                        fingerprint=fingerprint_dir(variant.model_dir), variant=variant_name,
                                 hyperparameters=result.hyperparameters, global_step=result.global_step,
                                 resumed_from=result.resumed_from)
-    print(f"finetune: {result.global_step} steps on {result.train_examples} examples "
-          f"(resumed from {result.resumed_from or 'scratch'}) -> {variant.model_dir}")
+    origin = f"resumed from {result.resumed_from}" if result.resumed_from else "from scratch"
+    print(f"finetune: {result.global_step} steps on {result.train_examples} examples ({origin}) -> {variant.model_dir}")
 
 
 def skip(params: Params, variant_name: str, checkpoint_dir: str, reason: str) -> None:
