@@ -161,3 +161,20 @@ def test_checkpointing_uses_the_current_training_arguments_name_and_does_not_war
         config = SFTConfig(output_dir="unused", report_to=[], **args)
     assert config.activation_checkpointing is True
     assert config.activation_checkpointing_kwargs == {"use_reentrant": False}
+
+
+def test_checkpointing_falls_back_to_the_old_name_on_a_transformers_without_the_new_one(monkeypatch):
+    """transformers 5.17 (seen on a borrowed GPU machine) has only gradient_checkpointing(_kwargs)."""
+    import dataclasses
+
+    import transformers
+
+    @dataclasses.dataclass
+    class OlderTrainingArguments:
+        gradient_checkpointing: bool = False
+        gradient_checkpointing_kwargs: dict | None = None
+
+    monkeypatch.setattr(transformers, "TrainingArguments", OlderTrainingArguments)
+    args = plan_training(LoraConfig(), A100).sft_arguments()
+    assert args["gradient_checkpointing"] is True and args["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
+    assert "activation_checkpointing" not in args
