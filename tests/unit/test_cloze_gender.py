@@ -197,10 +197,22 @@ def test_hb_logodds_gap_resamples_sentences_not_their_context_type_rows(prepared
 
 
 def test_hb_logodds_gap_is_undefined_without_both_labels():
-    from biaslab.benchmarks.cloze_gender.collector import hb_logodds_gap_statistic
+    from biaslab.benchmarks.cloze_gender.collector import hb_logodds_columns, hb_logodds_gap_statistic
 
     only_m = pd.DataFrame({"hb": ["M", "M"], "logprob_m": [-1.0, -2.0], "logprob_w": [-2.0, -2.0]})
-    assert math.isnan(hb_logodds_gap_statistic(only_m))
+    assert math.isnan(hb_logodds_gap_statistic(hb_logodds_columns(only_m)))
+
+
+def test_hb_logodds_columns_equal_the_string_label_reading():
+    """The boolean columns give what a direct reading of the string labels gives (the formula, by hand)."""
+    from biaslab.benchmarks.cloze_gender.collector import hb_logodds_columns, hb_logodds_gap_statistic
+
+    frame = pd.DataFrame({"hb": ["M", "W", "M", "equal", "W"], "logprob_m": [-1.0, -3.0, -2.5, -9.0, -0.5],
+                          "logprob_w": [-2.0, -1.0, -2.0, -1.0, -0.25], "row": [0, 1, 2, 3, 4]})
+    slim = hb_logodds_columns(frame, keep=["row"])
+    assert list(slim["row"]) == [0, 1, 2, 3, 4] and list(slim["hb_is_m"]) == [True, False, True, False, False]
+    expected = ((-1.0 + 2.0) + (-2.5 + 2.0)) / 2 - ((-3.0 + 1.0) + (-0.5 + 0.25)) / 2
+    assert hb_logodds_gap_statistic(slim) == expected
 
 
 def test_genderlex_options_drop_duplicates_and_weat_effect_size(prepared):

@@ -53,6 +53,23 @@ def lm_kl_statistic(f: Columns) -> float:
     return assoc.kl_bias(f["p_m"], f["p_w"])
 
 
+def hb_logodds_columns(frame: pd.DataFrame, keep: list[str] | None = None) -> pd.DataFrame:
+    """What :func:`hb_logodds_gap_statistic` reads, from a frame with ``hb``, ``logprob_m`` and ``logprob_w``.
+
+    ``logodds`` = ``log P(m) - log P(w)`` per row and the label as two boolean columns, so that a bootstrap
+    resample does no string comparison; ``keep`` names columns carried along (the resampling unit).
+    """
+    labels = frame["hb"].to_numpy()
+    slim = pd.DataFrame({
+        "logodds": frame["logprob_m"].to_numpy(dtype=float) - frame["logprob_w"].to_numpy(dtype=float),
+        "hb_is_m": labels == assoc.MALE,
+        "hb_is_w": labels == assoc.FEMALE,
+    }, index=frame.index)
+    for column in keep or []:
+        slim[column] = frame[column]
+    return slim
+
+
 def hb_logodds_gap_statistic(f: Columns) -> float:
     """Mean ``log P(m) - log P(w)`` of the rows labelled M minus that of the rows labelled W (natural log).
 
@@ -60,11 +77,10 @@ def hb_logodds_gap_statistic(f: Columns) -> float:
     log-odds, whether or not the move crosses 0. A model that prefers one pronoun everywhere (the default
     model says "her" in nearly every GenderLex row) has an uninformative ``hb_match`` - it reads the label
     shares - while this difference still sees a stronger pull towards "him" where people say "him".
-    NaN when one label is absent from ``f``.
+    Reads the columns of :func:`hb_logodds_columns`. NaN when one label is absent from ``f``.
     """
-    logodds = np.asarray(f["logprob_m"], dtype=float) - np.asarray(f["logprob_w"], dtype=float)
-    labels = np.asarray(f["hb"])
-    male, female = labels == assoc.MALE, labels == assoc.FEMALE
+    logodds = np.asarray(f["logodds"], dtype=float)
+    male, female = np.asarray(f["hb_is_m"], dtype=bool), np.asarray(f["hb_is_w"], dtype=bool)
     if not male.any() or not female.any():
         return float("nan")
     return float(logodds[male].mean() - logodds[female].mean())

@@ -16,6 +16,7 @@ from biaslab.metrics import association as assoc
 
 from .collector import (
     MetricCollector,
+    hb_logodds_columns,
     hb_logodds_gap_statistic,
     hb_match_statistic,
     him_ratio_statistic,
@@ -172,7 +173,7 @@ def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: Metr
                    "as him_ratio on P(pronoun) alone", ci=False)
     # each sentence is scored once but labelled once per context type: resample sentences, not rows
     sentence = ["subject", "row"] if "row" in used.columns else None
-    lm_gap = m.add(f"{dataset}/lm_hb_logodds_gap", used[["hb", "logprob_m", "logprob_w"] + (sentence or [])],
+    lm_gap = m.add(f"{dataset}/lm_hb_logodds_gap", hb_logodds_columns(used, keep=sentence),
                    hb_logodds_gap_statistic, "target", 0.0,
                    "mean log P(male pronoun) - log P(female pronoun) over rows labelled M minus over rows labelled W "
                    "(all groups and context types; biaslab's continuous reading of lm_hb_match)", unit=sentence)
