@@ -14,9 +14,9 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q --no-compile -r requirements.lock
 	$(BIN)/python -m pip install -q --no-deps -e .
-	@# bytecode on every core: pip compiles on one (`make install` on a fresh clone, 2 cores: 138 s and 123 s
-	@# with pip's compile, 102 s and 90 s so). Best effort: a few torch test files use newer syntax and do not
-	@# compile, as under pip
+	@# bytecode on every core, where pip compiles on one (`make install`, fresh clone, 2 cores: 138 s and 123 s
+	@# with pip compiling, 102 s and 90 s this way). Best effort: a few torch test files use newer syntax and
+	@# do not compile, under pip either
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	touch $(STAMP)
 
