@@ -108,6 +108,46 @@ def test_pair_gaps_equal_the_scorers_log_odds_and_do_not_depend_on_the_batch(tin
     assert moved_parts["drift_gbem_ua"] == pytest.approx(0.5, abs=1e-5) and "drift_occupations_en" not in moved_parts
 
 
+def _full_vocabulary_log_odds(model, encoded, indices):
+    """The direct formula: log-softmax over every position and the whole vocabulary, masked to the spans."""
+    rows = [4 * i + k for i in indices for k in range(4)]
+    length = max(len(encoded.sequences[r]) for r in rows)
+    ids = torch.zeros((len(rows), length), dtype=torch.long)
+    mask = torch.zeros((len(rows), length), dtype=torch.long)
+    span_mask = torch.zeros((len(rows), length - 1))
+    for j, r in enumerate(rows):
+        seq, (start, end) = encoded.sequences[r], encoded.spans[r]
+        ids[j, : len(seq)], mask[j, : len(seq)] = torch.tensor(seq), 1
+        span_mask[j, start - 1: end - 1] = 1.0
+    logits = model(input_ids=ids, attention_mask=mask).logits.float()
+    logprobs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+    completion = (logprobs * span_mask).sum(-1).view(len(indices), 4)
+    return torch.stack([completion[:, 0] - completion[:, 1], completion[:, 2] - completion[:, 3]], dim=1)
+
+
+def test_pair_log_odds_equal_the_full_vocabulary_formula_in_value_and_gradient(tiny_causal_model, tiny_tokenizer):
+    """The log-softmax runs only where a completion token is predicted; values and gradients must not move."""
+    pairs = pd.DataFrame({
+        "context_a": ["The doctor said that", "Кандидат має досвід. Чи може він"],
+        "context_b": ["The nurse said", "Кандидатка має досвід. Чи може вона"],
+        "positive": [" she would go home", YES], "negative": [" he", NO],
+        "positive_b": [" he", YES], "negative_b": [" she would go home", NO], "source": ["occupations_en", "gbem_ua"],
+    })
+    encoded = encode_pairs(pairs, PromptFormat.create(tiny_tokenizer))
+    assert max(end - start for start, end in encoded.spans) >= 3  # sums over several completion tokens too
+    params = [p for p in tiny_causal_model.parameters() if p.requires_grad]
+    results = []
+    for compute in (pair_log_odds, _full_vocabulary_log_odds):
+        tiny_causal_model.zero_grad(set_to_none=True)
+        log_odds = compute(tiny_causal_model, encoded, [0, 1])
+        (log_odds * torch.tensor([[1.0, -2.0], [0.5, 3.0]])).sum().backward()
+        results.append((log_odds.detach(), [p.grad.clone() for p in params]))
+    tiny_causal_model.zero_grad(set_to_none=True)
+    (fast, fast_grads), (direct, direct_grads) = results
+    assert torch.equal(fast, direct)
+    assert all(torch.equal(a, b) for a, b in zip(fast_grads, direct_grads, strict=True))
+
+
 def test_draws_are_per_source_distinct_and_a_function_of_seed_and_step():
     sources = ["a"] * 10 + ["b"] * 3
     drawn = draw_indices(sources, 4, seed=0, step=5, micro_step=1)
