@@ -1,5 +1,5 @@
 """A LoRA fine-tune killed (SIGKILL) right after its first checkpoint resumes from it and ends where an
-uninterrupted run ends: same global step, same adapter weights."""
+uninterrupted run ends: same global step, same adapter weights. A rerun of a finished one trains nothing."""
 
 from __future__ import annotations
 
@@ -98,6 +98,15 @@ def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     manifest = json.loads((workspace / "run_out" / "variant.json").read_text())
     assert manifest["base"] == "models/base" and manifest["method"] == "lora"
     assert manifest["hyperparameters"]["r"] == 16 and manifest["global_step"] == 6
+
+    # the stage rerun with the finished run's checkpoints (persisted by DVC): its last checkpoint is the result.
+    # Resuming the Trainer from it would take a 7th step (at learning rate 0) and record global_step 7
+    again = _result(_start(workspace, "ref", kill_at=0))
+    assert again["resumed_from"] == "checkpoint-6" and again["steps"] == [] and again["global_step"] == 6
+    assert not (workspace / "ref_ckpt" / "checkpoint-7").exists()
+    rerun = _adapter(workspace / "ref_out")
+    assert all(bool((rerun[key] == want[key]).all()) for key in want)
+    assert json.loads((workspace / "ref_out" / "variant.json").read_text())["global_step"] == 6
 
 
 def test_finetune_runs_under_accelerate_launch(workspace):

@@ -247,10 +247,12 @@ def train_lora(
                            cfg.pairing_anchor)
     progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
-    start_step = json.loads((resume / "trainer_state.json").read_text())["global_step"] if resume else 0
+    saved = json.loads((resume / "trainer_state.json").read_text()) if resume else {"global_step": 0}
+    if resume is not None and run_finished(saved):
+        return finished_outcome(trainer.model, resume, saved)
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    steps_here = trainer.state.global_step - start_step
+    steps_here = trainer.state.global_step - saved["global_step"]
     model = trainer.model
     model.eval()
     return TrainOutcome(
@@ -260,6 +262,27 @@ def train_lora(
         log_history=list(trainer.state.log_history),
         seconds_per_step=(time.perf_counter() - started) / steps_here if steps_here > 0 else None,
     )
+
+
+def run_finished(trainer_state: dict[str, Any]) -> bool:
+    """Whether a checkpoint's ``trainer_state.json`` is the last step of its run (``global_step`` reached ``max_steps``)."""
+    return 0 < int(trainer_state.get("max_steps", 0)) <= int(trainer_state["global_step"])
+
+
+def finished_outcome(model: Any, checkpoint: Path, trainer_state: dict[str, Any]) -> TrainOutcome:
+    """The outcome of a run whose last step is already checkpointed: its adapter weights, no training.
+
+    Resuming the Trainer from such a checkpoint is not a no-op: it takes one more optimizer step (at learning
+    rate 0 under the linear schedule, so the weights stay, but the step count, the curves and the variant's
+    manifest move on by one, and every rerun of the stage added another).
+    """
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    set_peft_model_state_dict(model, load_file(str(checkpoint / "adapter_model.safetensors")))
+    model.eval()
+    return TrainOutcome(model=model, global_step=int(trainer_state["global_step"]), resumed_from=checkpoint.name,
+                        log_history=list(trainer_state.get("log_history", [])))
 
 
 @dataclass
