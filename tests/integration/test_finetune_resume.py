@@ -86,6 +86,7 @@ def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     # ending with one line at the final step; the resumed run's bar starts from its checkpoint
     for run in (resumed, uninterrupted):
         assert "\r" not in run["stderr"] and "{'loss'" not in run["stderr"]
+        assert "FutureWarning" not in run["stderr"], run["stderr"][-2000:]  # PEFT's read of a deprecated property
         assert [line for line in run["stderr"].splitlines() if line.startswith("train:") and line.endswith(" done")
                 and "6/6" in line], run["stderr"][-2000:]
 

@@ -25,6 +25,7 @@ import hashlib
 import json
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,15 +233,19 @@ def train_lora(
     pairing = cfg.objective == "logit_pairing"
     if pairing and (pairs is None or pairs.empty):
         raise ValueError("lora.objective logit_pairing needs counterfactual pairs (logit_pairing.pair_set)")
-    trainer = (pairing_trainer_class() if pairing else SFTTrainer)(
-        model=model,
-        args=args,
-        train_dataset=to_ds(train),
-        eval_dataset=to_ds(valid) if evaluate else None,
-        processing_class=tokenizer,
-        peft_config=peft_config(cfg),
-        callbacks=[*([curves_callback(log, curve_prefix)] if log is not None else []), *callbacks],
-    )
+    with warnings.catch_warnings():
+        # PEFT wraps the model here and reads transformers' deprecated `is_gradient_checkpointing` (5.x warns, names
+        # `is_activation_checkpointing`): a FutureWarning in every finetune and tuning trial log that no user can act on
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        trainer = (pairing_trainer_class() if pairing else SFTTrainer)(
+            model=model,
+            args=args,
+            train_dataset=to_ds(train),
+            eval_dataset=to_ds(valid) if evaluate else None,
+            processing_class=tokenizer,
+            peft_config=peft_config(cfg),
+            callbacks=[*([curves_callback(log, curve_prefix)] if log is not None else []), *callbacks],
+        )
     if pairing:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         trainer.pairing = (encode_pairs(pairs, fmt), cfg.pairing_weight, cfg.pairing_pairs, cfg.seed, int(pad),
