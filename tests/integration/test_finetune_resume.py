@@ -22,7 +22,14 @@ from biaslab.config import LoraConfig
 from biaslab.mitigation.lora import finetune
 
 base, data, out, ckpt, kill_at = sys.argv[1:6]
-steps = []
+steps, points = [], []
+
+class Curves:  # the RunLog calls training makes: every curve point it sends to the stage's MLflow run
+    def active_run_id(self):
+        return "run"
+
+    def log_metric(self, name, value, step=None):
+        points.append([name, step, value])
 
 class Record(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
@@ -34,9 +41,9 @@ class Record(TrainerCallback):
 
 cfg = LoraConfig(max_steps=6, save_steps=2, per_device_batch_size=2, gradient_accumulation_steps=2,
                  logging_steps=1, eval_steps=0, learning_rate=1e-2, dropout=0.1, checkpoint_dir=ckpt)
-result = finetune(base, pd.read_parquet(data), cfg, out, base_ref="models/base", callbacks=[Record()])
+result = finetune(base, pd.read_parquet(data), cfg, out, base_ref="models/base", callbacks=[Record()], log=Curves())
 print("RESULT " + json.dumps({"global_step": result.global_step, "resumed_from": result.resumed_from,
-                              "steps": steps}))
+                              "steps": steps, "points": points}))
 """
 
 
@@ -108,6 +115,16 @@ def test_killed_finetune_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     rerun = _adapter(workspace / "ref_out")
     assert all(bool((rerun[key] == want[key]).all()) for key in want)
     assert json.loads((workspace / "ref_out" / "variant.json").read_text())["global_step"] == 6
+
+    # the curves: a resumed run sends the points up to its checkpoint from the checkpoint's log history, so its
+    # MLflow run (and reports/curves) has every step; the rerun's are the uninterrupted run's, value for value,
+    # less the end-of-training summary, which no checkpoint holds
+    summary = {"train/train_runtime", "train/train_samples_per_second", "train/train_steps_per_second",
+               "train/total_flos", "train/train_loss"}
+    curve = {(name, step): value for name, step, value in uninterrupted["points"] if name not in summary}
+    assert {("train/loss", step) for step in range(1, 7)} <= curve.keys()
+    assert {(name, step) for name, step, _ in resumed["points"] if name not in summary} == curve.keys()
+    assert {(name, step): value for name, step, value in again["points"]} == curve
 
 
 def test_finetune_runs_under_accelerate_launch(workspace):

@@ -140,13 +140,29 @@ def curves_callback(log: RunLog, prefix: str = "train"):
 
     class MlflowCurves(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or log.active_run_id() is None:
-                return
-            for key, value in (logs or {}).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    log.log_metric(f"{prefix}/{key}", value, step=state.global_step)
+            if state.is_world_process_zero:
+                log_curve_points(log, prefix, logs or {}, state.global_step)
 
     return MlflowCurves()
+
+
+def log_curve_points(log: RunLog, prefix: str, logs: dict[str, Any], step: int) -> None:
+    """One Trainer log entry's numbers as ``<prefix>/<key>`` at ``step`` (nothing without an active run)."""
+    if log.active_run_id() is None:
+        return
+    for key, value in logs.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            log.log_metric(f"{prefix}/{key}", value, step=step)
+
+
+def replay_checkpoint_curves(log: RunLog, prefix: str, trainer_state: dict[str, Any]) -> None:
+    """The curves up to a checkpoint, from its ``log_history``, into this process's run.
+
+    A resumed (or already finished) run's own callback sees only the steps after the checkpoint; without
+    this its MLflow run and ``reports/curves`` would start at the checkpoint (or be empty).
+    """
+    for entry in trainer_state.get("log_history", []):
+        log_curve_points(log, prefix, {k: v for k, v in entry.items() if k != "step"}, int(entry["step"]))
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -253,6 +269,8 @@ def train_lora(
     progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
     saved = json.loads((resume / "trainer_state.json").read_text()) if resume else {"global_step": 0}
+    if log is not None and resume is not None:
+        replay_checkpoint_curves(log, curve_prefix, saved)
     if resume is not None and run_finished(saved):
         return finished_outcome(trainer.model, resume, saved)
     started = time.perf_counter()
