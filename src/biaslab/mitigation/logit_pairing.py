@@ -159,7 +159,7 @@ def pair_log_odds(model: Any, encoded: EncodedPairs, indices: Sequence[int], pad
         mask[j, : len(seq)] = 1
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
     # the log-softmax only at the positions that predict a completion token (token t at position t - 1): a few per
-    # row, where the full [rows, length, vocabulary] one was a third of a logit-pairing step on the CPU. Each
+    # row, where the full [rows, length, vocabulary] one took a quarter of a logit-pairing step on the CPU. Each
     # row's values, the zero-filled tensor summed below and so the gradients are those of the full computation
     span_rows, span_positions = [], []
     for j, r in enumerate(rows):

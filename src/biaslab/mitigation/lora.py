@@ -269,7 +269,7 @@ def train_lora(
     progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
     saved = json.loads((resume / "trainer_state.json").read_text()) if resume else {"global_step": 0}
-    if log is not None and resume is not None:
+    if log is not None and resume is not None and trainer.is_world_process_zero():  # where the callback logs
         replay_checkpoint_curves(log, curve_prefix, saved)
     if resume is not None and run_finished(saved):
         return finished_outcome(trainer.model, resume, saved)
