@@ -140,6 +140,10 @@ def test_journal_study_resumes_missing_trials_and_redoes_dead_workers(tmp_path):
     assert run_missing_trials(study, 3, _toy_objective) == [2]
     assert [(t.number, t.params, t.values) for t in study.trials][:2] == first
     assert run_missing_trials(study, 3, _toy_objective) == []  # target reached: nothing to do
+    journal = (tmp_path / "s.journal").read_bytes()
+    again = open_study("toy", make_storage(f"journal:{tmp_path / 's.journal'}"), seed=0)
+    assert run_missing_trials(again, 3, _toy_objective) == []
+    assert (tmp_path / "s.journal").read_bytes() == journal  # a rerun with nothing to do leaves the file as it was
 
     # a trial left RUNNING by a killed worker blocks nobody once stale, and is redone
     from biaslab.mitigation.tune import fail_stale_trials

@@ -233,10 +233,20 @@ def trial_seeded_sampler(seed: int):
 
 
 def open_study(name: str, storage: Any, seed: int = 0):
+    """The study ``name``: loaded when the storage has it, else created (two workers may race: then loaded).
+
+    Loading first matters for the journal storage: ``create_study`` appends a create record to the journal
+    file even when ``load_if_exists`` then finds the study, so every rerun of the tune stage changed
+    ``models/tune`` (and so reran every finetune after it) although no trial ran.
+    """
     import optuna
 
-    return optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"],
-                               sampler=trial_seeded_sampler(seed), load_if_exists=True)
+    sampler = trial_seeded_sampler(seed)
+    try:
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    except KeyError:  # no study of that name yet
+        return optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"],
+                                   sampler=sampler, load_if_exists=True)
 
 
 def _is_stale(trial: Any, stale_minutes: float) -> bool:
