@@ -150,7 +150,10 @@ def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str]) -> L
     if (overlay_dir / "adapter_config.json").is_file():
         from peft import PeftModel
 
-        loaded.model = PeftModel.from_pretrained(loaded.model, str(overlay_dir))
+        from biaslab.mitigation.peft_notices import quiet_checkpointing_deprecation
+
+        with quiet_checkpointing_deprecation():
+            loaded.model = PeftModel.from_pretrained(loaded.model, str(overlay_dir))
         loaded.model.eval()
     if (overlay_dir / "embedding_hook.safetensors").is_file():
         from biaslab.mitigation.embedding import attach_hook_from_dir

@@ -48,3 +48,27 @@ def test_tracking_refuses_credentials_in_tags():
     with pytest.raises(ValueError, match="credential"):
         _safe_tags({"hf_token": "hf_abc"})
     assert _safe_tags({"variant": "base", "model_fingerprint": "abc"}) == {"variant": "base", "model_fingerprint": "abc"}
+
+
+def test_lora_variant_loads_without_peft_deprecation_notice(tmp_path, tiny_causal_model, tiny_tokenizer):
+    """PEFT's read of transformers' deprecated `is_gradient_checkpointing` stays out of every LoRA evaluation log."""
+    import copy
+    import warnings
+
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    from biaslab.outputs.variant_dir import write_manifest
+
+    base, overlay = tmp_path / "base", tmp_path / "lora"
+    tiny_causal_model.save_pretrained(base)
+    tiny_tokenizer.save_pretrained(base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        peft_model = get_peft_model(copy.deepcopy(tiny_causal_model), LoraConfig(r=2, target_modules=["q_proj"]))
+    peft_model.save_pretrained(overlay)
+    write_manifest(overlay, base=str(base), method="lora")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = load_variant_model(overlay)
+    assert isinstance(loaded.model, PeftModel)
+    assert not [w for w in caught if issubclass(w.category, FutureWarning)], [str(w.message) for w in caught]

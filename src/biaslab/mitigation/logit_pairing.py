@@ -157,7 +157,8 @@ def pair_log_odds(model: Any, encoded: EncodedPairs, indices: Sequence[int], pad
         seq = encoded.sequences[r]
         ids[j, : len(seq)] = torch.tensor(seq)
         mask[j, : len(seq)] = 1
-    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+    ids, mask = ids.to(device), mask.to(device)  # once: the forward pass and the targets below read them
+    logits = model(input_ids=ids, attention_mask=mask).logits
     # the log-softmax only at the positions that predict a completion token (token t at position t - 1): a few per
     # row, where the full [rows, length, vocabulary] one took a quarter of a logit-pairing step on the CPU. Each
     # row's values, the zero-filled tensor summed below and so the gradients are those of the full computation
@@ -168,7 +169,7 @@ def pair_log_odds(model: Any, encoded: EncodedPairs, indices: Sequence[int], pad
         span_positions += range(start - 1, end - 1)
     at_row = torch.tensor(span_rows, device=device)
     at_position = torch.tensor(span_positions, device=device)
-    targets = ids.to(device)[at_row, at_position + 1]
+    targets = ids[at_row, at_position + 1]
     picked = torch.log_softmax(logits[at_row, at_position].float(), dim=-1).gather(-1, targets[:, None])[:, 0]
     logprobs = torch.zeros((len(rows), length - 1), dtype=picked.dtype, device=device)
     logprobs = logprobs.index_put((at_row, at_position), picked)

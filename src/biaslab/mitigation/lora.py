@@ -25,7 +25,6 @@ import hashlib
 import json
 import shutil
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from biaslab import progress
 from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
 from biaslab.errors import MissingInputError
+from biaslab.mitigation.peft_notices import quiet_checkpointing_deprecation
 from biaslab.mitigation.training_plan import TrainingPlan, load_for_training, plan_training
 from biaslab.outputs import variant_dir
 from biaslab.run_log import RunLog
@@ -249,10 +249,7 @@ def train_lora(
     pairing = cfg.objective == "logit_pairing"
     if pairing and (pairs is None or pairs.empty):
         raise ValueError("lora.objective logit_pairing needs counterfactual pairs (logit_pairing.pair_set)")
-    with warnings.catch_warnings():
-        # PEFT wraps the model here and reads transformers' deprecated `is_gradient_checkpointing` (5.x warns, names
-        # `is_activation_checkpointing`): a FutureWarning in every finetune and tuning trial log that no user can act on
-        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    with quiet_checkpointing_deprecation():  # PEFT wraps the model here
         trainer = (pairing_trainer_class() if pairing else SFTTrainer)(
             model=model,
             args=args,
