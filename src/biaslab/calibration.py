@@ -5,7 +5,9 @@ training with the planted sentences' genders counterbalanced. A benchmark *detec
 metric when the two 95 % CIs are apart in the expected direction (``increase``: planted CI low above the
 control's CI high; ``decrease``: the mirror image). ``calibrate.families`` lists, per benchmark family, its
 headline metrics and the expected change from control to planted; the first metric of a family is its
-*primary* metric, and the family detects the bias when its primary metric does.
+*primary* metric, and the family detects the bias when its primary metric does. Next to each effect the
+report gives the effect these CIs *needed* to be apart (:attr:`Detection.needed`), so an overlap reads as
+"sees little" or as "just missed".
 
 For every mitigation the share of the planted effect it removes is ``(base - variant) / (base - control)``
 (1 = back to the control, 0 = no change, negative = worse), reported with whether the variant is better
@@ -43,6 +45,21 @@ class Detection:
         if self.planted is None or self.control is None:
             return None
         return self.planted.value - self.control.value
+
+    @property
+    def needed(self) -> float | None:
+        """The planted − control difference at which these CIs would just be apart, in the expected direction.
+
+        The planted CI's half-width towards the control plus the control CI's towards the planted model (CIs
+        need not be symmetric). It says what a benchmark could have resolved: an ``overlap`` with an effect far
+        below it is a benchmark that sees little, one near it a detection the CIs just missed.
+        """
+        p, c = _ci(self.planted), _ci(self.control)
+        if p is None or c is None or self.effect is None:
+            return None
+        if self.expected == "increase":
+            return (self.planted.value - p[0]) + (c[1] - self.control.value)
+        return -((p[1] - self.planted.value) + (self.control.value - c[0]))
 
 
 def _ci(mv: MetricValue | None) -> tuple[float, float] | None:
@@ -140,19 +157,23 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
         "",
         "## Verdict per family",
         "",
-        "| family | primary metric | expected | planted [95% CI] | control [95% CI] | effect | verdict |",
-        "|---|---|---|---|---|---:|---|",
+        "*Needed*: the planted − control difference at which these two CIs would just be apart (the planted "
+        "CI's half-width towards the control plus the control's towards the planted model): an overlap far below "
+        "it means the benchmark sees little of the planted bias, one near it a detection the CIs just missed.",
+        "",
+        "| family | primary metric | expected | planted [95% CI] | control [95% CI] | effect | needed | verdict |",
+        "|---|---|---|---|---|---:|---:|---|",
     ]
     for f in families:
         d = primary[f]
         lines.append(f"| {f} | `{d.metric}` | {d.expected} | {_fmt(d.planted)} | {_fmt(d.control)} | "
-                     f"{_num(d.effect)} | {'**detected**' if d.detected else d.status} |")
+                     f"{_num(d.effect)} | {_num(d.needed)} | {'**detected**' if d.detected else d.status} |")
     lines += ["", "## Every headline metric", "",
-              "| family | metric | expected | planted [95% CI] | control [95% CI] | effect | verdict |",
-              "|---|---|---|---|---|---:|---|"]
+              "| family | metric | expected | planted [95% CI] | control [95% CI] | effect | needed | verdict |",
+              "|---|---|---|---|---|---:|---:|---|"]
     for d in detections:
         lines.append(f"| {d.family} | `{d.metric}` | {d.expected} | {_fmt(d.planted)} | {_fmt(d.control)} | "
-                     f"{_num(d.effect)} | {'detected' if d.detected else d.status} |")
+                     f"{_num(d.effect)} | {_num(d.needed)} | {'detected' if d.detected else d.status} |")
     if removals:
         lines += ["", "## Mitigations on the planted model (held-out items)", "",
                   "Share of the planted effect removed = (base − variant) / (base − control): 1 = back to the "
@@ -199,6 +220,8 @@ class CalibrationReport:
             out[f"calibration/detected/{d.metric}"] = float(d.detected)
             if d.effect is not None and math.isfinite(d.effect):
                 out[f"calibration/effect/{d.metric}"] = d.effect
+            if d.needed is not None and math.isfinite(d.needed):
+                out[f"calibration/needed/{d.metric}"] = d.needed
         for r in self.removals:
             if r.share is not None and math.isfinite(r.share):
                 out[f"calibration/removed/{r.variant}/{r.metric}"] = r.share
@@ -215,6 +238,7 @@ class CalibrationReport:
                 row[f"{side}_ci_low"] = None if mv is None else mv.ci_low
                 row[f"{side}_ci_high"] = None if mv is None else mv.ci_high
             row["effect"] = d.effect
+            row["needed"] = d.needed
             rows.append(row)
         return rows
 

@@ -50,3 +50,35 @@ def test_report_counts_families_by_their_primary_metric():
     assert "**1 of 2 benchmark families detect the planted bias.**" in report.markdown
     assert "| lora | `a/x` |" in report.markdown and "83 %" in report.markdown
     assert [row["metric"] for row in report.table()] == ["a/x", "a/y", "b/x"]
+
+
+@pytest.mark.parametrize("expected", ["increase", "decrease"])
+def test_needed_is_the_effect_at_which_the_cis_separate(expected):
+    """Asymmetric CIs: shifting the planted model by ``needed`` (plus or minus a hair) flips overlap/detected."""
+    from biaslab.calibration import detect_all
+
+    control = mv(0.50, 0.46, 0.53)  # half-widths 0.04 below, 0.03 above
+    half_low, half_high = 0.02, 0.05  # the planted CI around its value
+
+    def detection(value):
+        planted = mv(value, value - half_low, value + half_high)
+        return detect_all({"f": {"m": expected}}, {"m": planted}, {"m": control})[0]
+
+    d = detection(0.51)
+    needed = d.needed
+    assert needed == pytest.approx(0.02 + 0.03 if expected == "increase" else -(0.05 + 0.04))
+    assert d.status == "overlap"
+    for eps, status in ((-1e-6, "overlap"), (1e-6, "detected")):
+        shifted = detection(0.50 + needed + (eps if expected == "increase" else -eps))
+        assert shifted.status == status and shifted.needed == pytest.approx(needed)
+    no_ci = detect_all({"f": {"m": expected}}, {"m": mv(0.5)}, {"m": control})[0]
+    assert no_ci.status == "no CI" and no_ci.needed is None
+
+
+def test_report_shows_the_needed_effect():
+    families = {"a": {"a/x": "increase"}}
+    report = calibrate(families, [], [], {"a/x": mv(0.52, 0.49, 0.55)}, {"a/x": mv(0.50, 0.47, 0.53)}, {}, {})
+    assert "| a | `a/x` | increase | 0.520 [0.490, 0.550] | 0.500 [0.470, 0.530] | +0.020 | +0.060 | overlap |" \
+        in report.markdown
+    assert report.table()[0]["needed"] == pytest.approx(0.06)
+    assert report.mlflow_metrics()["calibration/needed/a/x"] == pytest.approx(0.06)
