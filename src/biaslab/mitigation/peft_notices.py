@@ -1,6 +1,6 @@
 """Silence the one PEFT notice no biaslab user can act on, wherever PEFT wraps a model.
 
-PEFT (0.17/0.18) reads transformers' deprecated ``is_gradient_checkpointing`` when it wraps a model (a
+PEFT (0.21, as locked) reads transformers' deprecated ``is_gradient_checkpointing`` when it wraps a model (a
 trainer given a ``peft_config``, ``PeftModel.from_pretrained``); transformers 5 answers with a FutureWarning
 naming ``is_activation_checkpointing``. It appeared in every tuning trial, finetune and LoRA evaluation log.
 The filter is scoped to the wrapping call, so every other warning still reaches the user.
