@@ -55,7 +55,7 @@ class Detection:
         below it is a benchmark that sees little, one near it a detection the CIs just missed.
         """
         p, c = _ci(self.planted), _ci(self.control)
-        if p is None or c is None or self.effect is None:
+        if p is None or c is None:  # no CI (or no value) on either side
             return None
         if self.expected == "increase":
             return (self.planted.value - p[0]) + (c[1] - self.control.value)
