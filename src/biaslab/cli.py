@@ -235,6 +235,7 @@ def check_reproduction(
     for col in ("variant", "metrics", "identical", "within CI", "outside CI", "differs, no CI", "new", "gone"):
         table.add_column(col, justify="right" if col != "variant" else "left")
     outside: dict[str, list] = {}
+    every_check: list[reproduction.MetricCheck] = []
     for name in names:
         vm = _metrics_or_none(root, name)
         if vm is None:
@@ -248,12 +249,12 @@ def check_reproduction(
                       f"[red]{n['outside_ci']}[/]" if n["outside_ci"] else "0", str(n["no_ci"]), str(n["new"]),
                       str(n["gone"]))
         outside[name] = [c for c in checks if c.status == "outside_ci"]
+        every_check += checks
     console = _console()
     console.print(table)
-    same = committed_model is not None and committed_model == fresh_model
-    console.print(f"models/base: committed {committed_model or 'unknown'}, this run {fresh_model or 'unknown'} "
-                  f"({'the same model' if same else 'a different model: exact equality is not expected'})",
-                  highlight=False)
+    same, verdict = reproduction.model_verdict(committed_model, fresh_model, every_check)
+    console.print(f"models/base: committed {committed_model or 'unknown'}, this run {fresh_model or 'unknown'}: "
+                  f"{verdict}", highlight=False)
     for name, bad in outside.items():
         for c in sorted(bad, key=lambda c: -abs(c.delta or 0.0))[:show]:
             console.print(f"  {name} {c.metric}: committed {c.committed:.6g} outside this run's CI "
@@ -262,7 +263,7 @@ def check_reproduction(
         console.print("[red]not reproduced:[/] some committed values lie outside this run's 95% CI")
         raise typer.Exit(EXIT_REFUSED)
     console.print("[green]reproduced:[/] every committed value with a CI lies inside this run's 95% CI"
-                  + ("" if not same else " (same model digest)"))
+                  + ("" if not same else " (the same model)"))
 
 
 @app.command()

@@ -10,7 +10,10 @@ the planted default model, values outside are expected whenever the lock files n
 
 Statuses per metric: ``identical`` (bit for bit), ``within_ci``, ``outside_ci``, ``no_ci`` (differs and
 has no CI, so cannot be judged), ``new`` (no committed value), ``gone`` (committed, not in the fresh run).
-Whether the two runs used the same model is read from the DVC lock files (the ``models/base`` digest).
+Whether the two runs used the same model (:func:`model_verdict`) is read from the DVC lock files (the
+``models/base`` digest) and, where the digests differ, from the scores: the digest also covers
+``training_summary.json``, whose wall-clock minutes differ between any two runs, so two runs of the same
+model on the same machine type have different digests but bit-identical scores.
 """
 
 from __future__ import annotations
@@ -106,6 +109,30 @@ def base_model_digest(lock_text: str) -> str | None:
         if out.get("path") == "models/base":
             return out.get("md5")
     return None
+
+
+def model_verdict(committed: str | None, fresh: str | None, checks: list[MetricCheck]) -> tuple[bool | None, str]:
+    """``(same, sentence)``: did this run train the committed model? ``same`` is None when it cannot be told.
+
+    Equal ``models/base`` digests settle it. Different digests do not: the folder also holds
+    ``training_summary.json`` with the run's wall-clock minutes. Then the scores decide: every committed value
+    bit-identical (and none new or gone) means the same model; any value that differs means another one.
+    """
+    if committed is not None and committed == fresh:
+        return True, "the same model (identical digest)"
+    compared = [c for c in checks if c.status not in ("new", "gone")]
+    if not compared:
+        return None, "cannot tell: no metric to compare"
+    differing = sum(c.status != "identical" for c in compared)
+    if not differing and len(compared) == len(checks):
+        return True, ("the same model: every committed value is bit-identical (the digests differ because the "
+                      "folder also holds training_summary.json's wall-clock minutes)")
+    if not differing:
+        return None, (f"cannot tell: the {len(compared)} values both sides have are bit-identical, "
+                      f"{len(checks) - len(compared)} more only on one side (the metric set changed)")
+    return False, (f"a different model: {differing} of {len(compared)} values are not bit-identical (another CPU "
+                   "type, thread count or seed trains another draw of the default model, docs/planted_bias.md "
+                   "5.1); exact equality is not expected")
 
 
 def same_model(root: str | Path, rev: str = "HEAD") -> tuple[str | None, str | None]:

@@ -78,6 +78,43 @@ def test_fresh_run_within_the_cis_is_reproduced(project):
     assert "a different model" in result.output and "ecd0f701.dir" in result.output
 
 
+def test_same_scores_under_another_digest_are_the_same_model(project):
+    """Two runs of one model differ in digest (training_summary.json holds wall-clock minutes): the scores tell."""
+    for variant, values in {"base": {"crows_pairs/pct_stereotype": 0.4399, "crows_pairs/pct_stereotype_gender": 0.47},
+                            "lora": {"crows_pairs/pct_stereotype": 0.41,
+                                     "crows_pairs/pct_stereotype_gender": 0.45}}.items():
+        path = project / "metrics" / f"{variant}.json"
+        data = json.loads(path.read_text())
+        for metric, value in values.items():
+            data["metrics"][metric]["value"] = value
+        path.write_text(json.dumps(data))
+    result = runner.invoke(app, ["check-reproduction", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+    assert "the same model: every committed value is bit-identical" in result.output
+    assert "a different model" not in result.output
+
+
+def test_equal_digests_are_the_same_model(project):
+    (project / "dvc.lock").write_text(lock("6cbcc1a2.dir"))
+    result = runner.invoke(app, ["check-reproduction", "--root", str(project)])
+    assert "the same model (identical digest)" in result.output, result.output
+
+
+def test_model_verdict_counts_only_compared_values():
+    ci = MetricValue(0.44, "target", 0.5, 0.42, 0.46)
+    identical = reproduction.check_variant({"a": ci}, {"a": 0.44})
+    assert reproduction.model_verdict("x.dir", "y.dir", identical)[0] is True
+    assert reproduction.model_verdict("x.dir", "x.dir", [])[0] is True
+    differs = reproduction.check_variant({"a": ci, "b": ci}, {"a": 0.44, "b": 0.45})
+    same, sentence = reproduction.model_verdict("x.dir", "y.dir", differs)
+    assert same is False and "1 of 2 values are not bit-identical" in sentence
+    # a metric only one side has cannot show the same model: identical values plus a new metric stay undecided
+    with_new = reproduction.check_variant({"a": ci, "n": ci}, {"a": 0.44})
+    same, sentence = reproduction.model_verdict("x.dir", "y.dir", with_new)
+    assert same is None and "1 more only on one side" in sentence
+    assert reproduction.model_verdict("x.dir", None, reproduction.check_variant({"n": ci}, {}))[0] is None
+
+
 def test_value_outside_the_ci_fails_and_is_named(project):
     path = project / "metrics" / "lora.json"
     data = json.loads(path.read_text())
