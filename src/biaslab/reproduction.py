@@ -124,15 +124,16 @@ def model_verdict(committed: str | None, fresh: str | None, checks: list[MetricC
     if not compared:
         return None, "cannot tell: no metric to compare"
     differing = sum(c.status != "identical" for c in compared)
-    if not differing and len(compared) == len(checks):
-        return True, ("the same model: every committed value is bit-identical (the digests differ because the "
-                      "folder also holds training_summary.json's wall-clock minutes)")
-    if not differing:
+    one_sided = len(checks) - len(compared)
+    if differing:
+        return False, (f"a different model: {differing} of {len(compared)} values are not bit-identical (another "
+                       "CPU type, thread count or seed trains another draw of the default model, "
+                       "docs/planted_bias.md 5.1); exact equality is not expected")
+    if one_sided:
         return None, (f"cannot tell: the {len(compared)} values both sides have are bit-identical, "
-                      f"{len(checks) - len(compared)} more only on one side (the metric set changed)")
-    return False, (f"a different model: {differing} of {len(compared)} values are not bit-identical (another CPU "
-                   "type, thread count or seed trains another draw of the default model, docs/planted_bias.md "
-                   "5.1); exact equality is not expected")
+                      f"{one_sided} more only on one side (the metric set changed)")
+    return True, ("the same model: every committed value is bit-identical (the digests differ because the "
+                  "folder also holds training_summary.json's wall-clock minutes)")
 
 
 def same_model(root: str | Path, rev: str = "HEAD") -> tuple[str | None, str | None]:
