@@ -47,14 +47,15 @@ def _splits(params: Params):
                        cfg.validation_chars, cfg.seed)
 
 
-def train_shared(params: Params, out_dir: str | os.PathLike[str], *, progress: bool = True) -> dict[str, Any]:
-    """Phase 1 into ``out_dir`` (atomic); returns its summary."""
+def train_shared(params: Params, out_dir: str | os.PathLike[str], *, progress: bool = True,
+                 device: str = "cpu") -> dict[str, Any]:
+    """Phase 1 into ``out_dir`` (atomic), trained on ``device``; returns its summary."""
     from biaslab.pretrain.train import init_state, prepare_data, save_checkpoint, summarize, train_steps
 
     cfg = params.model.pretrain
     started = time.monotonic()
-    data = prepare_data(_splits(params), cfg)
-    state = init_state(data.tokenizer, cfg)
+    data = prepare_data(_splits(params), cfg, device=device)
+    state = init_state(data.tokenizer, cfg, device)
     stopped_by = train_steps(state, data, cfg, shared_steps(params), progress=progress, desc="pretrain")
     summary = summarize(state, data, cfg, stopped_by, (time.monotonic() - started) / 60, phase="shared")
     with atomic_dir(out_dir) as tmp:
@@ -74,8 +75,8 @@ class ContinuedRun:
 
 
 def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], direction: str,
-                      *, progress: bool = True, desc: str = "base_model") -> ContinuedRun:
-    """Phase 2 from ``checkpoint_dir`` with planted text of ``direction`` (``planted`` | ``balanced``)."""
+                      *, progress: bool = True, desc: str = "base_model", device: str = "cpu") -> ContinuedRun:
+    """Phase 2 from ``checkpoint_dir`` with planted text of ``direction`` (``planted`` | ``balanced``), on ``device``."""
     from biaslab.pretrain.planted.lexicon import build_lexicon
     from biaslab.pretrain.planted.mixture import planted_blocks, rows_per_batch
     from biaslab.pretrain.train import Mixture, load_checkpoint, prepare_data, summarize, train_steps
@@ -83,11 +84,11 @@ def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], di
     cfg = params.model.pretrain
     pb = cfg.planted_bias
     started = time.monotonic()
-    state, tokenizer, record = load_checkpoint(Path(checkpoint_dir), cfg)
+    state, tokenizer, record = load_checkpoint(Path(checkpoint_dir), cfg, device)
     if state.step != shared_steps(params):
         raise ValueError(f"{checkpoint_dir}: checkpoint is at step {state.step}, params say the shared phase ends "
                          f"at {shared_steps(params)}; re-run the base_model stage (dvc repro base_model)")
-    data = prepare_data(_splits(params), cfg, tokenizer=tokenizer)
+    data = prepare_data(_splits(params), cfg, tokenizer=tokenizer, device=device)
     rows = rows_per_batch(pb, cfg.batch_size)
     mixture, planted, sample = None, {"enabled": False}, []
     if rows:
@@ -95,7 +96,7 @@ def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], di
                                 pb.en_sources)
         blocks, stats = planted_blocks(lexicon, pb, direction, tokenizer, rows * (cfg.max_steps - state.step),
                                        cfg.seq_len)
-        mixture = Mixture(blocks, rows, pb.seed)
+        mixture = Mixture(blocks.to(device), rows, pb.seed)
         mixed_steps = cfg.max_steps - state.step
         planted = {
             "enabled": True, "direction": direction, "params": pb.model_dump(mode="json"),

@@ -16,7 +16,9 @@ Steps (all deterministic for the same params, corpus and thread count):
    its training frequency) — a model that has learned anything real must be far below it.
 
 Reproducibility: the weights depend on the seed, the params and the number of torch threads (float sums
-are reduced in a thread-dependent order). If ``max_minutes`` ends training before ``max_steps``, the number
+are reduced in a thread-dependent order). ``device`` (default the CPU, which the pipeline's stages use)
+trains on another torch device, e.g. ``cuda`` for many draws of the recipe (``bench/planted_draws.py``):
+another device is another draw, as another CPU is. If ``max_minutes`` ends training before ``max_steps``, the number
 of steps depends on machine speed; the summary records ``stopped_by`` so this is never hidden.
 """
 
@@ -176,14 +178,19 @@ def make_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.O
 
 @contextlib.contextmanager
 def deterministic(seed: int) -> Iterator[None]:
-    """Seed torch and require deterministic kernels for the duration of training, then restore."""
+    """Seed torch and require deterministic kernels for the duration of training, then restore.
+
+    ``warn_only``: an op with no deterministic kernel on the device (on CUDA: the loss's NLLLoss) warns
+    instead of stopping; every op of the CPU path has one, so CPU runs stay bit-reproducible.
+    """
     previous = torch.are_deterministic_algorithms_enabled()
+    previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(previous)
+        torch.use_deterministic_algorithms(previous, warn_only=previous_warn_only)
 
 
 def _progress(total: int, initial: int, enabled: bool, desc: str):
@@ -206,8 +213,9 @@ class PretrainData:
     tokenizer_seconds: float = 0.0
 
 
-def prepare_data(splits: Mapping[str, LanguageSplit], cfg: PretrainConfig, tokenizer: Any = None) -> PretrainData:
-    """Tokenise ``splits``; trains the BPE tokenizer on the training text unless one is given."""
+def prepare_data(splits: Mapping[str, LanguageSplit], cfg: PretrainConfig, tokenizer: Any = None,
+                 device: str = "cpu") -> PretrainData:
+    """Tokenise ``splits`` onto ``device``; trains the BPE tokenizer on the training text unless one is given."""
     from biaslab.pretrain.tokenizer import train_bpe_tokenizer
 
     train_texts = [t for s in splits.values() for t in s.train_texts]
@@ -218,6 +226,10 @@ def prepare_data(splits: Mapping[str, LanguageSplit], cfg: PretrainConfig, token
     blocks = pack_blocks(encode_texts(tokenizer, train_texts), cfg.seq_len)
     val_sets = {lang: validation_set(tokenizer, s.validation_texts, cfg.seq_len) for lang, s in splits.items()}
     unigram = {lang: unigram_perplexity(blocks, vs, len(tokenizer)) for lang, vs in val_sets.items()}
+    if device != "cpu":
+        blocks = blocks.to(device)
+        val_sets = {lang: ValidationSet(vs.input_ids.to(device), vs.labels.to(device), vs.n_chars)
+                    for lang, vs in val_sets.items()}
     return PretrainData(tokenizer, blocks, val_sets, unigram, splits, tokenizer_seconds)
 
 
@@ -247,8 +259,8 @@ class TrainState:
     train_seconds: float = 0.0
 
 
-def init_state(tokenizer: Any, cfg: PretrainConfig) -> TrainState:
-    """A freshly initialised model (seeded) and its optimizer."""
+def init_state(tokenizer: Any, cfg: PretrainConfig, device: str = "cpu") -> TrainState:
+    """A freshly initialised model (seeded, on the CPU, then moved to ``device``) and its optimizer."""
     from biaslab.pretrain.architecture import build_llama
 
     with deterministic(cfg.seed):
@@ -266,7 +278,7 @@ def init_state(tokenizer: Any, cfg: PretrainConfig) -> TrainState:
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
-    return TrainState(model, make_optimizer(model, cfg))
+    return TrainState(model.to(device), make_optimizer(model, cfg))
 
 
 def train_steps(
@@ -357,7 +369,7 @@ def save_checkpoint(state: TrainState, tokenizer: Any, out_dir: Path, extra: Map
     for index, slot in state.optimizer.state_dict()["state"].items():
         for name, value in slot.items():
             if torch.is_tensor(value) and value.dim() > 0:
-                tensors[f"{index}.{name}"] = value.contiguous()
+                tensors[f"{index}.{name}"] = value.cpu().contiguous()
             else:
                 scalars[f"{index}.{name}"] = float(value)
     save_file(tensors, str(out_dir / OPTIMIZER_FILE))
@@ -370,8 +382,8 @@ def save_checkpoint(state: TrainState, tokenizer: Any, out_dir: Path, extra: Map
     (out_dir / CHECKPOINT_STATE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
-def load_checkpoint(ckpt_dir: Path, cfg: PretrainConfig) -> tuple[TrainState, Any, dict[str, Any]]:
-    """``(state, tokenizer, record)`` of a checkpoint written by :func:`save_checkpoint`."""
+def load_checkpoint(ckpt_dir: Path, cfg: PretrainConfig, device: str = "cpu") -> tuple[TrainState, Any, dict[str, Any]]:
+    """``(state, tokenizer, record)`` of a checkpoint written by :func:`save_checkpoint`, the model on ``device``."""
     from safetensors.torch import load_file
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -381,7 +393,7 @@ def load_checkpoint(ckpt_dir: Path, cfg: PretrainConfig) -> tuple[TrainState, An
         raise MissingInputError(f"{record_path}: not a training checkpoint (run the base_model stage first: dvc repro base_model)")
     record = json.loads(record_path.read_text(encoding="utf-8"))
     tokenizer = AutoTokenizer.from_pretrained(ckpt_dir)
-    model = LlamaForCausalLM.from_pretrained(ckpt_dir, use_safetensors=True, dtype=torch.float32)
+    model = LlamaForCausalLM.from_pretrained(ckpt_dir, use_safetensors=True, dtype=torch.float32).to(device)
     optimizer = make_optimizer(model, cfg)
     saved = optimizer.state_dict()
     tensors = load_file(str(ckpt_dir / OPTIMIZER_FILE))
