@@ -1,0 +1,335 @@
+"""How often each benchmark family detects the planted bias, over several draws of the default model's recipe.
+
+One `make run` is one draw of the recipe: the 2.9 M-parameter default model is chaotic enough that another
+seed, thread count or CPU vendor trains another model (docs/planted_bias.md 5.1, 5.6), and whether a family's
+CIs come apart differs from draw to draw. A recipe is judged on several draws; this script makes them:
+
+    python bench/planted_draws.py --seeds 0 1 2 3                         # the params.yaml recipe, 4 draws
+    python bench/planted_draws.py --seeds 0 1 2 3 --recipe committed \\
+        --recipe strong:model.pretrain.planted_bias.strength=6 --device cuda --workers 6
+
+For every seed (``model.pretrain.seed``: the initialization, the corpus split and order, the planted text's
+draw) it trains the shared phase once (``train_shared``), then for every recipe the planted model and its
+counterbalanced control (``continue_training``), scores both on the enabled benchmarks
+(``evaluation.run_benchmarks``, float32) and applies the calibrate stage's rule (``calibration.detect_all``).
+A recipe is a name and dotted ``key=value`` settings over params.yaml (values read as YAML); recipes may
+change anything but the shared phase (``model.pretrain`` outside ``planted_bias``, and its ``from_step``),
+so all recipes of a seed continue the same checkpoint.
+
+``--device cuda`` trains and scores on a GPU: many draws in minutes (several workers share it). A GPU draw
+is another draw like another CPU's, not the CPU's model. Held-out quality is read on the prepared
+``lm_heldout`` text, which is seed 0's validation split: for other seeds part of it was trained on, so
+compare its values across recipes of one seed, not across seeds.
+
+Output (``--out``, default ``bench/results/planted-draws``, git-ignored): ``draws.jsonl`` (a line per
+recipe and seed: every configured family's primary metric, planted and control with CIs, its status),
+``models.jsonl`` (a line per trained model: its headline metrics and training summary) and
+``summary.md`` / ``summary.json`` (per recipe and family: detected in k of K draws, the mean effect).
+Progress goes to stderr, a line per finished task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = "committed"  # the recipe of params.yaml itself
+SHARED_FIELDS_OF_PLANTED = ("from_step",)  # the one planted_bias field the shared phase depends on
+
+
+def parse_recipe(text: str) -> tuple[str, dict[str, Any]]:
+    """``name`` or ``name:key=value,key=value`` -> ``(name, {dotted key: YAML value})``."""
+    import yaml
+
+    name, _, settings = text.partition(":")
+    if not name:
+        raise argparse.ArgumentTypeError(f"recipe {text!r}: a name is needed before ':'")
+    overlay = {}
+    for item in filter(None, settings.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"recipe {name!r}: {item!r} is not key=value")
+        overlay[key.strip()] = yaml.safe_load(value)
+    return name, overlay
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workspace", type=Path, default=ROOT, help="project root with params.yaml, data/prepared")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="model.pretrain.seed values")
+    parser.add_argument("--recipe", type=parse_recipe, action="append", dest="recipes",
+                        help=f"name[:key=value,...] over params.yaml; repeatable (default: {COMMITTED!r} alone)")
+    parser.add_argument("--set", type=parse_recipe, default=("", {}), dest="common", metavar="_:KEY=VALUE,...",
+                        help="settings applied to every recipe, shared phase included (e.g. _:model.pretrain.max_steps=60)")
+    parser.add_argument("--corpus-dir", type=Path, default=None, help="model.pretrain.corpus_dir (default: params')")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--workers", type=int, default=1, help="processes at once (they share the device)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "planted-draws")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the trained models under this folder")
+    args = parser.parse_args(argv)
+    args.recipes = args.recipes or [(COMMITTED, {})]
+    names = [name for name, _ in args.recipes]
+    if len(set(names)) != len(names):
+        parser.error(f"recipe names must differ: {names}")
+    return args
+
+
+# --------------------------------------------------------------------------- params of a draw
+def overlay_params(params: dict, overlay: Mapping[str, Any]) -> dict:
+    """gpu_smoke's dotted-key overlay, loaded by path (bench/ on sys.path would shadow the requests package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "bench" / "gpu_smoke.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.overlay_params(params, dict(overlay))
+
+
+def draw_params(workspace: Path, common: Mapping[str, Any], overlay: Mapping[str, Any], seed: int,
+                corpus_dir: Path | None, device: str, threads: int) -> dict[str, Any]:
+    """params.yaml with the common settings, the recipe, the seed and the scoring settings of a draw (raw dict)."""
+    import yaml
+
+    from biaslab.config import Params
+
+    raw = yaml.safe_load((workspace / "params.yaml").read_text(encoding="utf-8"))
+    settings = {**common, **overlay, "model.pretrain.seed": seed,
+                "data.prepared_dir": str(workspace / "data" / "prepared"),
+                "scoring.device": device, "scoring.dtype": "float32", "scoring.cache_dir": None,
+                "scoring.num_threads": threads}
+    if corpus_dir is not None:
+        settings["model.pretrain.corpus_dir"] = str(corpus_dir.resolve())
+    raw = overlay_params(raw, settings)
+    Params.model_validate(raw)  # a misspelt key or a bad value fails here, before anything trains
+    return raw
+
+
+def shared_key(raw: Mapping[str, Any]) -> str:
+    """What the shared phase depends on: ``model.pretrain`` without ``planted_bias`` (but its ``from_step``)."""
+    pretrain = dict(raw["model"]["pretrain"])
+    planted = pretrain.pop("planted_bias")
+    pretrain["planted_bias"] = {k: planted[k] for k in SHARED_FIELDS_OF_PLANTED}
+    return json.dumps(pretrain, sort_keys=True, default=str)
+
+
+# --------------------------------------------------------------------------- tasks (run in worker processes)
+def _init_worker(threads: int) -> None:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (train.deterministic)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    src = str(ROOT / "src")
+    if src not in sys.path:
+        sys.path.insert(0, src)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def shared_task(raw: dict, out_dir: str, device: str) -> dict:
+    """The shared phase of one seed into ``out_dir``."""
+    from biaslab.config import Params
+    from biaslab.pretrain.phases import train_shared
+
+    started = time.perf_counter()
+    summary = train_shared(Params.model_validate(raw), out_dir, progress=False, device=device)
+    return {"seconds": round(time.perf_counter() - started, 1), "val_ppl": summary["val_ppl"]}
+
+
+def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, device: str) -> dict:
+    """Continue ``checkpoint_dir`` with planted text of ``direction``, save it, score it: its metrics."""
+    from biaslab import evaluation
+    from biaslab.config import Params
+    from biaslab.pretrain.phases import continue_training, save_continued
+
+    started = time.perf_counter()
+    params = Params.model_validate(raw)
+    run = continue_training(params, checkpoint_dir, direction, progress=False, device=device)
+    save_continued(run, model_dir)
+    trained = time.perf_counter() - started
+    del run
+    scored = Params.model_validate(overlay_params(json.loads(json.dumps(raw)), {"variants.base.model_dir": model_dir}))
+    under_test = evaluation.load_variant(scored, "base", Path(model_dir).parent)
+    result = evaluation.run_benchmarks(scored, under_test, Path(model_dir).parent)
+    summary = json.loads((Path(model_dir) / "training_summary.json").read_text(encoding="utf-8"))
+    return {"direction": direction, "train_seconds": round(trained, 1),
+            "score_seconds": round(time.perf_counter() - started - trained, 1),
+            "final_train_loss": summary["final_train_loss"], "val_bits_per_char": summary["val_bits_per_char"],
+            "metrics": {name: [mv.value, mv.ci_low, mv.ci_high, mv.direction]
+                        for name, mv in result.metrics.items()}}
+
+
+# --------------------------------------------------------------------------- the verdicts
+def metric_values(metrics: Mapping[str, list]) -> dict:
+    from biaslab.metrics.values import MetricValue
+
+    return {name: MetricValue(value=v[0], direction=v[3], ci_low=v[1], ci_high=v[2]) for name, v in metrics.items()}
+
+
+def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, list], control: Mapping[str, list]) -> dict:
+    """Per family: its primary metric, planted and control ``[value, low, high]``, the status and the effect."""
+    from biaslab.calibration import detect_all
+
+    out = {}
+    for d in detect_all(families, metric_values(planted), metric_values(control)):
+        if d.primary:
+            out[d.family] = {"metric": d.metric, "status": d.status, "effect": d.effect, "needed": d.needed,
+                             "planted": planted.get(d.metric, [None] * 3)[:3],
+                             "control": control.get(d.metric, [None] * 3)[:3]}
+    return out
+
+
+def tally(draws: list[dict], recipes: list[str], families: list[str]) -> dict:
+    """Per recipe and family: detected in k of K draws and the mean effect; per recipe the families per draw."""
+    out = {}
+    for recipe in recipes:
+        rows = [d for d in draws if d["recipe"] == recipe]
+        per_family = {}
+        for family in families:
+            seen = [d["families"][family] for d in rows if family in d["families"]]
+            effects = [s["effect"] for s in seen if s["effect"] is not None]
+            per_family[family] = {"detected": sum(s["status"] == "detected" for s in seen), "draws": len(seen),
+                                  "mean_effect": sum(effects) / len(effects) if effects else None}
+        out[recipe] = {"draws": len(rows), "families": per_family,
+                       "families_per_draw": {str(d["seed"]): d["detected"] for d in rows},
+                       "planted_qa_macro_f1": {str(d["seed"]): d["planted_qa_macro_f1"] for d in rows}}
+    return out
+
+
+def markdown(result: dict) -> str:
+    families = result["families"]
+    lines = [f"# planted-draws: {result['device']}, seeds {result['seeds']}", "",
+             "Per recipe and family (primary metric): draws in which the planted model's 95 % CI is apart from the "
+             "control's in the expected direction, and the mean planted − control effect.", "",
+             "| recipe | settings | " + " | ".join(families) + " | families per draw | planted QA macro-F1 |",
+             "|---|---|" + "---|" * len(families) + "---|---|"]
+    for recipe, entry in result["tally"].items():
+        cells = []
+        for family in families:
+            f = entry["families"][family]
+            mean = "n/a" if f["mean_effect"] is None else f"{f['mean_effect']:+.3f}"
+            cells.append(f"{f['detected']} of {f['draws']} ({mean})")
+        settings = ", ".join(f"{k}={v}" for k, v in result["recipes"][recipe].items()) or "params.yaml"
+        per_draw = ", ".join(f"{v}" for v in entry["families_per_draw"].values())
+        f1 = ", ".join(f"{v:.2f}" for v in entry["planted_qa_macro_f1"].values() if v is not None)
+        lines.append(f"| {recipe} | {settings} | " + " | ".join(cells) + f" | {per_draw} | {f1} |")
+    lines += ["", f"{result['seconds']:.0f} s in all; {result['failures']} failed task(s)."]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the run
+def resolve_device(asked: str) -> str:
+    import torch
+
+    if asked == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if asked == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("planted-draws: --device cuda, but torch sees no CUDA device")
+    return asked
+
+
+def log(message: str) -> None:
+    print(f"planted-draws {time.strftime('%H:%M:%S')}: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    here_dir = Path(__file__).resolve().parent  # bench/ holds requests.py: never shadow the requests package
+    sys.path[:] = [str(ROOT / "src")] + [p for p in sys.path if Path(p or ".").resolve() != here_dir]
+    device = resolve_device(args.device)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.workers)
+    workspace = args.workspace.resolve()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="biaslab-planted-draws-")).resolve()
+    recipes = dict(args.recipes)
+    raws = {(name, seed): draw_params(workspace, args.common[1], overlay, seed, args.corpus_dir, device, threads)
+            for name, overlay in recipes.items() for seed in args.seeds}
+    first = next(iter(raws.values()))
+    families = {f: dict(m) for f, m in first["calibrate"]["families"].items()}
+    shared_dirs: dict[str, str] = {}
+    for (name, seed), raw in raws.items():
+        key = shared_key(raw)
+        shared_dirs.setdefault(key, str(work / f"shared-{len(shared_dirs)}-seed{seed}"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in ("draws.jsonl", "models.jsonl"):
+        (args.out / name).write_text("", encoding="utf-8")
+    started = time.perf_counter()
+    failures = 0
+    models: dict[tuple[str, int], dict[str, dict]] = {}
+    draws: list[dict] = []
+    log(f"{len(recipes)} recipe(s) x {len(args.seeds)} seed(s) on {device}, {args.workers} worker(s) x {threads} thread(s); "
+        f"{len(shared_dirs)} shared phase(s), {2 * len(raws)} models")
+    with ProcessPoolExecutor(args.workers, mp_context=_spawn(), initializer=_init_worker, initargs=(threads,)) as pool:
+        shared_jobs = {pool.submit(shared_task, raw, shared_dirs[shared_key(raw)], device): key
+                       for key, raw in {shared_key(r): r for r in raws.values()}.items()}
+        model_jobs = {}
+        for job in as_completed(shared_jobs):
+            key = shared_jobs[job]
+            try:
+                log(f"shared phase {Path(shared_dirs[key]).name} done {job.result()}")
+            except Exception as exc:  # noqa: BLE001 - the draws of that seed fail, the others go on
+                failures += 1
+                log(f"shared phase {Path(shared_dirs[key]).name} FAILED: {type(exc).__name__}: {exc}")
+                continue
+            for (name, seed), raw in raws.items():
+                if shared_key(raw) != key:
+                    continue
+                for direction in ("planted", "balanced"):
+                    model_dir = str(work / f"{name}-seed{seed}" / direction)
+                    model_jobs[pool.submit(model_task, raw, shared_dirs[key], direction, model_dir, device)] = (
+                        name, seed, direction)
+        for job in as_completed(model_jobs):
+            name, seed, direction = model_jobs[job]
+            try:
+                record = job.result()
+            except Exception as exc:  # noqa: BLE001 - one failed model loses one draw, not the run
+                failures += 1
+                log(f"{name} seed {seed} {direction} FAILED: {type(exc).__name__}: {exc}")
+                continue
+            _append(args.out / "models.jsonl", {"recipe": name, "seed": seed, **record})
+            log(f"{name} seed {seed} {direction}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
+            pair = models.setdefault((name, seed), {})
+            pair[direction] = record
+            if len(pair) == 2:
+                found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"])
+                qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", [None])[0]
+                draw = {"recipe": name, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
+                        "detected": sum(f["status"] == "detected" for f in found.values())}
+                draws.append(draw)
+                _append(args.out / "draws.jsonl", draw)
+                log(f"{name} seed {seed}: {draw['detected']} of {len(found)} families detect "
+                    f"({', '.join(f for f, v in found.items() if v['status'] == 'detected') or 'none'})")
+    result = {"device": device, "seeds": args.seeds, "recipes": recipes, "families": list(families),
+              "tally": tally(draws, list(recipes), list(families)), "seconds": time.perf_counter() - started,
+              "failures": failures, "threads": threads, "workers": args.workers}
+    (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    (args.out / "summary.md").write_text(markdown(result), encoding="utf-8")
+    print(markdown(result))
+    if args.keep is None:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+def _spawn():
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn")  # CUDA cannot be used in forked children
+
+
+def _append(path: Path, record: dict) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

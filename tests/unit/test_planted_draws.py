@@ -1,0 +1,87 @@
+"""bench/planted_draws.py: recipes, the shared phase they share, and the tally of detections over draws."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from bench_scripts import load_bench_script
+
+ROOT = Path(__file__).resolve().parents[2]
+FAMILIES = {"gbem_ua": {"gbem_ua/qa_logodds_gap_fem": "increase", "gbem_ua/qa_diff_fem": "increase"},
+            "rubia": {"rubia/pro_share/gender": "increase"}}
+
+
+def _module():
+    return load_bench_script("planted_draws")
+
+
+def test_a_recipe_is_a_name_and_yaml_settings():
+    module = _module()
+    assert module.parse_recipe("committed") == ("committed", {})
+    name, overlay = module.parse_recipe("strong:model.pretrain.planted_bias.strength=6,model.pretrain.planted_bias."
+                                        "language_shares.en=0.7,x.flag=true")
+    assert name == "strong"
+    assert overlay == {"model.pretrain.planted_bias.strength": 6,
+                       "model.pretrain.planted_bias.language_shares.en": 0.7, "x.flag": True}
+    with pytest.raises(argparse.ArgumentTypeError, match="not key=value"):
+        module.parse_recipe("bad:model.pretrain.seed")
+    with pytest.raises(argparse.ArgumentTypeError, match="a name is needed"):
+        module.parse_recipe(":model.pretrain.seed=1")
+
+
+def test_recipes_that_change_only_the_planted_text_share_one_shared_phase_per_seed():
+    module = _module()
+
+    def key(overlay, seed=0):
+        return module.shared_key(module.draw_params(ROOT, {}, overlay, seed, None, "cpu", 1))
+
+    committed = key({})
+    assert key({"model.pretrain.planted_bias.strength": 6}) == committed
+    assert key({"model.pretrain.planted_bias.language_shares.en": 0.7}) == committed
+    assert key({"model.pretrain.planted_bias.from_step": 100}) != committed  # the shared phase ends elsewhere
+    assert key({"model.pretrain.max_steps": 2000}) != committed  # its learning-rate schedule changes
+    assert key({}, seed=1) != committed
+
+
+def test_draw_params_set_the_seed_and_float32_scoring_and_reject_a_misspelt_key(tmp_path):
+    from biaslab.config import Params
+
+    module = _module()
+    raw = module.draw_params(ROOT, {"scoring.max_batch_tokens": 4096}, {}, 3, tmp_path, "cuda", 2)
+    params = Params.model_validate(raw)
+    assert params.model.pretrain.seed == 3 and params.model.pretrain.corpus_dir == str(tmp_path.resolve())
+    assert (params.scoring.device, params.scoring.dtype, params.scoring.num_threads) == ("cuda", "float32", 2)
+    assert params.scoring.max_batch_tokens == 4096
+    assert Path(params.data.prepared_dir) == ROOT / "data" / "prepared"
+    with pytest.raises(Exception, match="strenght"):
+        module.draw_params(ROOT, {}, {"model.pretrain.planted_bias.strenght": 6}, 0, None, "cpu", 1)
+
+
+def _m(value, low, high):
+    return [value, low, high, "lower"]
+
+
+def test_the_verdict_is_the_calibrate_rule_on_each_family_s_primary_metric_and_the_tally_counts_draws():
+    module = _module()
+    planted = {"gbem_ua/qa_logodds_gap_fem": _m(0.30, 0.25, 0.35), "gbem_ua/qa_diff_fem": _m(0.5, 0.4, 0.6),
+               "rubia/pro_share/gender": _m(0.54, 0.51, 0.57), "gbem_ua/qa_macro_f1": _m(0.45, 0.4, 0.5)}
+    control = {"gbem_ua/qa_logodds_gap_fem": _m(0.00, -0.02, 0.02), "gbem_ua/qa_diff_fem": _m(0.9, 0.8, 1.0),
+               "rubia/pro_share/gender": _m(0.50, 0.47, 0.53)}
+    found = module.verdicts(FAMILIES, planted, control)
+    assert list(found) == ["gbem_ua", "rubia"]  # primary metrics only; qa_diff_fem's wrong way is not the verdict
+    assert found["gbem_ua"]["status"] == "detected" and found["gbem_ua"]["effect"] == pytest.approx(0.30)
+    assert found["gbem_ua"]["needed"] == pytest.approx(0.05 + 0.02)
+    assert found["rubia"]["status"] == "overlap" and found["rubia"]["planted"] == [0.54, 0.51, 0.57]
+
+    draws = [{"recipe": "a", "seed": s, "families": f, "planted_qa_macro_f1": 0.45,
+              "detected": sum(v["status"] == "detected" for v in f.values())}
+             for s, f in ((0, found), (1, module.verdicts(FAMILIES, control, planted)))]
+    tally = module.tally(draws, ["a"], list(FAMILIES))
+    assert tally["a"]["draws"] == 2 and tally["a"]["families_per_draw"] == {"0": 1, "1": 0}
+    assert tally["a"]["families"]["gbem_ua"] == {"detected": 1, "draws": 2, "mean_effect": pytest.approx(0.0)}
+    assert tally["a"]["families"]["rubia"]["detected"] == 0
+    table = module.markdown({"device": "cpu", "seeds": [0, 1], "recipes": {"a": {}}, "families": list(FAMILIES),
+                             "tally": tally, "seconds": 1.0, "failures": 0})
+    assert "| a | params.yaml | 1 of 2 (+0.000) | 0 of 2 (+0.000) | 1, 0 | 0.45, 0.45 |" in table
