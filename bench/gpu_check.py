@@ -12,7 +12,8 @@ first, or copy them in), and compares the devices:
 2. the bf16 checkpoint path (what a hub model in bf16 gives): ``models/base`` saved in bfloat16, evaluated
    on CUDA bf16 and compared with step 1's bf16 evaluation;
 3. a LoRA fine-tune on CUDA with the GPU plan (``lora.quantization`` 4bit QLoRA when bitsandbytes is
-   importable, else none; mixed precision, gradient checkpointing and optimizer ``auto``; the tune's
+   importable, else none; mixed precision, gradient checkpointing and optimizer ``auto``, which on a GPU is
+   GBEM-UA's paged 8-bit AdamW and so needs bitsandbytes too: without it ``adamw_torch_fused``; the tune's
    best_params.json when the workspace has one), the resolved plan checked (cuda, bf16/fp16, quantization
    as asked), the adapter evaluated on CUDA bf16; a failed 4-bit run is a problem, then it trains without;
 4. peak CUDA memory and seconds of each step.
@@ -55,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quantization", choices=("auto", "none", "4bit", "8bit"), default="auto",
                         help="auto = 4bit when bitsandbytes imports, else none")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (scoring.num_threads; default all)")
+    parser.add_argument("--only-lora", action="store_true",
+                        help="step 3 alone (the fine-tune and its adapter's evaluation), for a short lease")
     parser.add_argument("--fp32-tolerance", type=float, default=0.01,
                         help="largest |CUDA float32 - CPU float32| allowed for a metric value")
     return parser.parse_args(argv)
@@ -156,7 +159,20 @@ def resolve_quantization(asked: str, cpu: bool) -> str:
     return "4bit" if probe_capabilities().bitsandbytes else "none"
 
 
-def lora_settings(params, work: Path, variant: str, steps: int, quantization: str):
+def resolve_optimizer(cpu: bool) -> str:
+    """``auto`` (the stage's default) where it can run; on a GPU without bitsandbytes ``adamw_torch_fused``.
+
+    The plan's ``auto`` on a GPU is GBEM-UA's ``paged_adamw_8bit`` and stops when bitsandbytes is missing
+    (the stage tells the user to install the ``gpu`` extra); the check trains the GPU path without it.
+    """
+    if cpu:
+        return "auto"
+    from biaslab.mitigation.training_plan import probe_capabilities
+
+    return "auto" if probe_capabilities().bitsandbytes else "adamw_torch_fused"
+
+
+def lora_settings(params, work: Path, variant: str, steps: int, quantization: str, optimizer: str = "auto"):
     """``variant``'s resolved lora section as the ``finetune`` stage resolves it, cut to ``steps`` steps.
 
     The tune's best trial applies only where the variant's ``use_tuned`` says so (``lora_clp`` trains its
@@ -167,12 +183,13 @@ def lora_settings(params, work: Path, variant: str, steps: int, quantization: st
     cfg = params.lora_for(variant)
     tuned = work / params.tune.output_dir / "best_params.json"
     overrides = tuned_overrides(tuned) if cfg.use_tuned and tuned.is_file() else {}
-    return with_overrides(cfg, {**overrides, "max_steps": steps, "quantization": quantization,
+    return with_overrides(cfg, {**overrides, "max_steps": steps, "quantization": quantization, "optimizer": optimizer,
                                 "checkpoint_dir": str(work / "models" / "lora_check_checkpoints"),
                                 "save_steps": max(steps, 1), "eval_steps": 0})
 
 
-def lora_step(params, work: Path, steps: int, quantization: str, variant: str = "lora") -> tuple[dict, float]:
+def lora_step(params, work: Path, steps: int, quantization: str, variant: str = "lora",
+              optimizer: str = "auto") -> tuple[dict, float]:
     """A LoRA fine-tune of models/base with ``variant``'s settings and the machine's plan -> models/lora_check."""
     import torch
 
@@ -180,7 +197,7 @@ def lora_step(params, work: Path, steps: int, quantization: str, variant: str = 
     from biaslab.mitigation.lora import finetune
     from biaslab.stages.inputs import prepared_table
 
-    cfg = lora_settings(params, work, variant, steps, quantization)
+    cfg = lora_settings(params, work, variant, steps, quantization, optimizer)
     frame = prepared_table(params, "gbem_ua.parquet")
     set_threads(params.scoring.num_threads)
     if torch.cuda.is_available():
@@ -237,22 +254,9 @@ def guarded(summary: dict, step: str, call: Callable[[], Any]) -> Any:
         return None
 
 
-def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary: dict) -> None:
-    """The steps of the module docstring, each guarded; results and problems go into ``summary``."""
+def evaluate_base(args: argparse.Namespace, work: Path, summary: dict, evaluate: Callable[..., dict]) -> None:
+    """Steps 1 and 2: models/base on CPU float32, CUDA float32, CUDA bf16 and stored in bf16, compared."""
     steps = summary["steps"]
-
-    def scoring(device: str, dtype: str) -> dict[str, Any]:
-        return {"scoring.device": device, "scoring.dtype": dtype, "scoring.cache_dir": None,
-                "scoring.num_threads": args.threads}
-
-    def evaluate(name: str, device: str, dtype: str, variant: str = "base", **overlay: Any) -> dict:
-        params = params_with(work, {**scoring(device, dtype), **overlay})
-        print(f"gpu-check: {name} ...", flush=True)
-        metrics, seconds, memory = timed_evaluation(params, variant, work)
-        steps[name] = {"seconds": round(seconds, 1), **memory, "metrics": len(metrics), "headline": headline(metrics)}
-        print(f"gpu-check: {name}: {len(metrics)} metrics in {seconds:.1f} s {memory}", flush=True)
-        return metrics
-
     reference = evaluate("evaluate base cpu float32", "cpu", "float32")
     if not args.cpu:
         cuda32 = guarded(summary, "cuda float32", lambda: evaluate("evaluate base cuda float32", "cuda", "float32"))
@@ -276,12 +280,33 @@ def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary:
         stored = guarded(summary, "bf16-stored checkpoint", stored_bf16)
         if stored is not None and bf16 is not None:
             steps["evaluate bf16-stored checkpoint cuda bf16"]["vs_cuda_bf16"] = compare(bf16, stored, None)
+
+
+def run_checks(args: argparse.Namespace, work: Path, quantization: str, summary: dict) -> None:
+    """The steps of the module docstring, each guarded; results and problems go into ``summary``."""
+    steps = summary["steps"]
+
+    def scoring(device: str, dtype: str) -> dict[str, Any]:
+        return {"scoring.device": device, "scoring.dtype": dtype, "scoring.cache_dir": None,
+                "scoring.num_threads": args.threads}
+
+    def evaluate(name: str, device: str, dtype: str, variant: str = "base", **overlay: Any) -> dict:
+        params = params_with(work, {**scoring(device, dtype), **overlay})
+        print(f"gpu-check: {name} ...", flush=True)
+        metrics, seconds, memory = timed_evaluation(params, variant, work)
+        steps[name] = {"seconds": round(seconds, 1), **memory, "metrics": len(metrics), "headline": headline(metrics)}
+        print(f"gpu-check: {name}: {len(metrics)} metrics in {seconds:.1f} s {memory}", flush=True)
+        return metrics
+
+    if not args.only_lora:
+        evaluate_base(args, work, summary, evaluate)
     params = params_with(work, scoring("cpu" if args.cpu else "cuda", "auto"))
     tried = [quantization] + (["none"] if quantization != "none" else [])
     for quant in tried:  # a failed 4-bit fine-tune (bitsandbytes) is a problem; the bf16 LoRA still runs
         name = f"lora fine-tune ({args.lora_variant}) quantization {quant}"
         print(f"gpu-check: {name} ({args.lora_steps} steps) ...", flush=True)
-        done = guarded(summary, name, lambda: lora_step(params, work, args.lora_steps, quant, args.lora_variant))
+        done = guarded(summary, name, lambda: lora_step(params, work, args.lora_steps, quant, args.lora_variant,
+                                                        resolve_optimizer(args.cpu)))
         if done is None:
             continue
         record, seconds = done

@@ -48,6 +48,30 @@ def test_quantization_auto_is_none_on_the_cpu_and_as_asked_otherwise():
     assert module.resolve_quantization("8bit", cpu=False) == "8bit"
 
 
+def test_the_optimizer_is_auto_unless_a_gpu_lacks_bitsandbytes(monkeypatch):
+    """The plan's auto on a GPU is paged_adamw_8bit, which stops without bitsandbytes (found on an H200)."""
+    from biaslab.mitigation import training_plan
+    from biaslab.mitigation.training_plan import Capabilities
+
+    module = _module()
+    assert module.resolve_optimizer(cpu=True) == "auto"
+    for bnb, expected in ((None, "adamw_torch_fused"), ("0.50.2", "auto")):
+        caps = Capabilities(cuda=True, bf16=True, bitsandbytes=bnb, device_name="H200")
+        monkeypatch.setattr(training_plan, "probe_capabilities", lambda caps=caps: caps)
+        optimizer = module.resolve_optimizer(cpu=False)
+        assert optimizer == expected
+        settings = module.lora_settings(_params(), Path("."), "lora_clp", steps=2, quantization="none",
+                                        optimizer=optimizer)
+        assert training_plan.plan_training(settings, caps).optimizer == (
+            "adamw_torch_fused" if bnb is None else "paged_adamw_8bit")
+
+
+def _params():
+    from biaslab.config import load_params
+
+    return load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+
+
 def test_without_cuda_it_skips_with_a_message_and_exit_0(tmp_path):
     import torch
 
