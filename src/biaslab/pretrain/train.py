@@ -180,8 +180,9 @@ def make_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.O
 def deterministic(seed: int) -> Iterator[None]:
     """Seed torch and require deterministic kernels for the duration of training, then restore.
 
-    ``warn_only``: an op with no deterministic kernel on the device (on CUDA: the loss's NLLLoss) warns
-    instead of stopping; every op of the CPU path has one, so CPU runs stay bit-reproducible.
+    ``warn_only``: an op whose kernel on the device is not deterministic warns instead of stopping (on an
+    H200: memory-efficient attention's backward), so a CUDA run is a draw that need not repeat bit for bit;
+    every op of the CPU path is deterministic, so CPU runs stay bit-reproducible.
     """
     previous = torch.are_deterministic_algorithms_enabled()
     previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
