@@ -8,8 +8,8 @@ CIs come apart differs from draw to draw. A recipe is judged on several draws; t
     python bench/planted_draws.py --seeds 0 1 2 3 --recipe committed \\
         --recipe strong:model.pretrain.planted_bias.strength=6 --device cuda --workers 6
 
-For every seed (``model.pretrain.seed``: the initialization, the corpus split and order, the planted text's
-draw) it trains the shared phase once (``train_shared``), then for every recipe the planted model and its
+For every seed (``model.pretrain.seed``: the initialization, the corpus split and order; the planted
+sentences and their order follow ``planted_bias.seed``, which a recipe may set) it trains the shared phase once (``train_shared``), then for every recipe the planted model and its
 counterbalanced control (``continue_training``), scores both on the enabled benchmarks
 (``evaluation.run_benchmarks``, float32) and applies the calibrate stage's rule (``calibration.detect_all``).
 A recipe is a name and dotted ``key=value`` settings over params.yaml (values read as YAML); recipes may
