@@ -198,6 +198,39 @@ def test_transformers_flavor_full_model_is_loadable(project):
     assert client.get_model_version(params.registry.model_name, reg.version).tags["format"] == "transformers"
 
 
+def test_a_registered_full_model_has_a_local_card_and_licence_note_never_a_hub_url_of_a_local_path(
+        project, tmp_path, caplog, monkeypatch):
+    """MLflow asked the Hub for the card of ``<abs path>/models/base`` and wrote a LICENSE.txt pointing at
+    ``https://huggingface.co/<abs path>``; the package now brings its own card and licence note."""
+    import huggingface_hub
+    from mlflow import MlflowClient
+
+    from biaslab.registry import register_variants
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError(f"the Hub was asked: {args}")
+
+    monkeypatch.setattr(huggingface_hub.ModelCard, "load", classmethod(lambda cls, p, **kw: (
+        no_hub(p) if not Path(p).is_file() else huggingface_hub.ModelCard(Path(p).read_text(encoding="utf-8")))))
+    root, params = project
+    carded = root / "models" / "carded"
+    if not carded.exists():
+        import shutil
+
+        shutil.copytree(root / "models" / "base", carded)
+        (carded / "README.md").write_text("---\nlicense: apache-2.0\n---\n# A carded checkpoint\n", encoding="utf-8")
+    variants = {"base": params.variants["base"].model_dump(), "carded": {"method": "none", "model_dir": "models/carded"}}
+    params = Params.model_validate({**params.model_dump(), "variants": variants})
+    with caplog.at_level("WARNING", logger="mlflow.transformers"):
+        registered = register_variants(params, root, log=tracking, variants=["base", "carded"])
+    assert not [r.getMessage() for r in caplog.records if r.name == "mlflow.transformers"]
+    for name, expected in (("base", "No licence travels with this checkpoint"), ("carded", "apache-2.0")):
+        local = Path(MlflowClient().download_artifacts(registered[name].run_id, f"variant_{name}", str(tmp_path / name)))
+        licence = (local / "LICENSE.txt").read_text(encoding="utf-8")
+        assert expected in licence and str(root) not in licence and "huggingface.co/" not in licence
+        assert str(root) not in (local / "model_card.md").read_text(encoding="utf-8")
+
+
 def test_transformers_flavor_copies_a_bf16_checkpoint_without_re_saving(project, tmp_path):
     """The flavour is built from the directory: the registered weights are the checkpoint's bytes, still bf16."""
     import hashlib

@@ -118,6 +118,40 @@ def _pipeline_classes_for_mlflow():
         pipelines.check_task = original
 
 
+LICENSE_FILE = "LICENSE.txt"  # what MLflow's transformers flavour writes beside the model
+
+
+def local_model_card(model_dir: Path) -> Any:
+    """The checkpoint's own model card (``README.md`` of a hub snapshot), else a short one naming it.
+
+    Given no card, MLflow asks the Hub for one under the checkpoint's local path as if it were a repository
+    id, logs two warnings (no card, no licence) and writes a ``LICENSE.txt`` that points at
+    ``https://huggingface.co/<absolute local path>``. A card of our own keeps the Hub out of it.
+    """
+    from huggingface_hub import ModelCard
+
+    readme = model_dir / "README.md"
+    if readme.is_file():
+        try:
+            return ModelCard.load(readme)
+        except Exception:  # noqa: BLE001 - an unreadable card is replaced by ours, never a failed registration
+            pass
+    return ModelCard(f"---\n---\n# {model_dir.name}\n\nA checkpoint registered by biaslab; its lineage is in the "
+                     "registered version's tags and in the run that logged it.\n")
+
+
+def licence_note(card: Any) -> str:
+    """``LICENSE.txt`` of a registered full model: the licence its card declares, or where to look for one."""
+    declared = getattr(getattr(card, "data", None), "license", None)
+    if declared:
+        return (f"The model card of this checkpoint declares the licence: {declared}. The card is model_card.md "
+                "beside this file.\n")
+    return ("No licence travels with this checkpoint. A model from the Hugging Face Hub is under the licence "
+            "of its repository (model.source at model.revision, in the params of the run that logged it); "
+            "biaslab's own default model is trained on public corpora (English and Russian novels in the public "
+            "domain, Ukrainian UA-GEC texts under CC BY 4.0; docs/data.md names each source and its licence).\n")
+
+
 def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
     """``mlflow.transformers.save_model`` of the checkpoint *directory*: MLflow copies its files.
 
@@ -141,6 +175,7 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
             f"{exc}); fix the model directory, or register a byte copy with --flavor artifacts"
         ) from exc
     shutil.rmtree(dst)  # save_model wants to create the directory itself
+    card = local_model_card(model_dir)
     with _pipeline_classes_for_mlflow():
         mlflow.transformers.save_model(
             str(model_dir),
@@ -148,8 +183,9 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
             task="fill-mask" if kind == "masked" else "text-generation",
             torch_dtype=dtype,
             pip_requirements=pip_requirements(),
-            model_card=None,
+            model_card=card,
         )
+    (dst / LICENSE_FILE).write_text(licence_note(card), encoding="utf-8")
     _check_copy(model_dir, dst, prefix="model/")
 
 
