@@ -241,6 +241,55 @@ def log(message: str) -> None:
     print(f"planted-draws {time.strftime('%H:%M:%S')}: {message}", file=sys.stderr, flush=True)
 
 
+def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], shared_dirs: Mapping[str, str],
+              work: Path, device: str, families: Mapping[str, Mapping[str, str]], out: Path) -> tuple[list[dict], int]:
+    """Every shared phase, then every planted and control model as its checkpoint is ready; the draws (each
+    also appended to ``out/draws.jsonl``, each model to ``out/models.jsonl``) and the number of failed tasks."""
+    failures = 0
+    models: dict[tuple[str, int], dict[str, dict]] = {}
+    draws: list[dict] = []
+    shared_jobs = {pool.submit(shared_task, raw, shared_dirs[shared_key(raw)], device): key
+                   for key, raw in {shared_key(r): r for r in raws.values()}.items()}
+    model_jobs = {}
+    for job in as_completed(shared_jobs):
+        key = shared_jobs[job]
+        try:
+            log(f"shared phase {Path(shared_dirs[key]).name} done {job.result()}")
+        except Exception as exc:  # noqa: BLE001 - the draws of that seed fail, the others go on
+            failures += 1
+            log(f"shared phase {Path(shared_dirs[key]).name} FAILED: {type(exc).__name__}: {exc}")
+            continue
+        for (name, seed), raw in raws.items():
+            if shared_key(raw) != key:
+                continue
+            for direction in ("planted", "balanced"):
+                model_dir = str(work / f"{name}-seed{seed}" / direction)
+                model_jobs[pool.submit(model_task, raw, shared_dirs[key], direction, model_dir, device)] = (
+                    name, seed, direction)
+    for job in as_completed(model_jobs):
+        name, seed, direction = model_jobs[job]
+        try:
+            record = job.result()
+        except Exception as exc:  # noqa: BLE001 - one failed model loses one draw, not the run
+            failures += 1
+            log(f"{name} seed {seed} {direction} FAILED: {type(exc).__name__}: {exc}")
+            continue
+        _append(out / "models.jsonl", {"recipe": name, "seed": seed, **record})
+        log(f"{name} seed {seed} {direction}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
+        pair = models.setdefault((name, seed), {})
+        pair[direction] = record
+        if len(pair) == 2:
+            found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"])
+            qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", [None])[0]
+            draw = {"recipe": name, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
+                    "detected": sum(f["status"] == "detected" for f in found.values())}
+            draws.append(draw)
+            _append(out / "draws.jsonl", draw)
+            log(f"{name} seed {seed}: {draw['detected']} of {len(found)} families detect "
+                f"({', '.join(f for f, v in found.items() if v['status'] == 'detected') or 'none'})")
+    return draws, failures
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     here_dir = Path(__file__).resolve().parent  # bench/ holds requests.py: never shadow the requests package
@@ -262,51 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("draws.jsonl", "models.jsonl"):
         (args.out / name).write_text("", encoding="utf-8")
     started = time.perf_counter()
-    failures = 0
-    models: dict[tuple[str, int], dict[str, dict]] = {}
-    draws: list[dict] = []
     log(f"{len(recipes)} recipe(s) x {len(args.seeds)} seed(s) on {device}, {args.workers} worker(s) x {threads} thread(s); "
         f"{len(shared_dirs)} shared phase(s), {2 * len(raws)} models")
     with ProcessPoolExecutor(args.workers, mp_context=_spawn(), initializer=_init_worker, initargs=(threads,)) as pool:
-        shared_jobs = {pool.submit(shared_task, raw, shared_dirs[shared_key(raw)], device): key
-                       for key, raw in {shared_key(r): r for r in raws.values()}.items()}
-        model_jobs = {}
-        for job in as_completed(shared_jobs):
-            key = shared_jobs[job]
-            try:
-                log(f"shared phase {Path(shared_dirs[key]).name} done {job.result()}")
-            except Exception as exc:  # noqa: BLE001 - the draws of that seed fail, the others go on
-                failures += 1
-                log(f"shared phase {Path(shared_dirs[key]).name} FAILED: {type(exc).__name__}: {exc}")
-                continue
-            for (name, seed), raw in raws.items():
-                if shared_key(raw) != key:
-                    continue
-                for direction in ("planted", "balanced"):
-                    model_dir = str(work / f"{name}-seed{seed}" / direction)
-                    model_jobs[pool.submit(model_task, raw, shared_dirs[key], direction, model_dir, device)] = (
-                        name, seed, direction)
-        for job in as_completed(model_jobs):
-            name, seed, direction = model_jobs[job]
-            try:
-                record = job.result()
-            except Exception as exc:  # noqa: BLE001 - one failed model loses one draw, not the run
-                failures += 1
-                log(f"{name} seed {seed} {direction} FAILED: {type(exc).__name__}: {exc}")
-                continue
-            _append(args.out / "models.jsonl", {"recipe": name, "seed": seed, **record})
-            log(f"{name} seed {seed} {direction}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
-            pair = models.setdefault((name, seed), {})
-            pair[direction] = record
-            if len(pair) == 2:
-                found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"])
-                qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", [None])[0]
-                draw = {"recipe": name, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
-                        "detected": sum(f["status"] == "detected" for f in found.values())}
-                draws.append(draw)
-                _append(args.out / "draws.jsonl", draw)
-                log(f"{name} seed {seed}: {draw['detected']} of {len(found)} families detect "
-                    f"({', '.join(f for f, v in found.items() if v['status'] == 'detected') or 'none'})")
+        draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out)
     result = {"device": device, "seeds": args.seeds, "recipes": recipes, "families": list(families),
               "tally": tally(draws, list(recipes), list(families)), "seconds": time.perf_counter() - started,
               "failures": failures, "threads": threads, "workers": args.workers}

@@ -85,3 +85,31 @@ def test_the_verdict_is_the_calibrate_rule_on_each_family_s_primary_metric_and_t
     table = module.markdown({"device": "cpu", "seeds": [0, 1], "recipes": {"a": {}}, "families": list(FAMILIES),
                              "tally": tally, "seconds": 1.0, "failures": 0})
     assert "| a | params.yaml | 1 of 2 (+0.000) | 0 of 2 (+0.000) | 1, 0 | 0.45, 0.45 |" in table
+
+
+@pytest.mark.slow
+def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tmp_path):
+    """One seed, one recipe, a few steps, two benchmarks: the spawned worker trains the shared phase, the planted
+    model and its control, scores both, and the tally has one draw per family (missing where not scored)."""
+    import json
+    import subprocess
+    import sys
+
+    tiny = ",".join(["model.pretrain.max_steps=6", "model.pretrain.planted_bias.from_step=3",
+                     "model.pretrain.chars_per_language=60000", "model.pretrain.vocab_size=512",
+                     "model.pretrain.eval_every=3", "model.pretrain.warmup_steps=2",
+                     "model.pretrain.validation_chars=5000",
+                     *(f"evaluation.benchmarks.{b}.enabled=false" for b in ("gbem_ua", "occugender", "cloze_gender",
+                                                                               "lm_quality"))])
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "planted_draws.py"), "--seeds", "0", "--device", "cpu",
+                           "--threads", "1", "--corpus-dir", str(mirror / "corpora"), "--set", f"_:{tiny}",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (draw,) = [json.loads(line) for line in (tmp_path / "draws.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert draw["recipe"] == "committed" and draw["seed"] == 0
+    assert draw["families"]["rubia"]["status"] in ("detected", "overlap", "wrong direction")
+    assert draw["families"]["gbem_ua"]["status"] == "missing"  # not scored: a verdict of its own, not a crash
+    models = [json.loads(line) for line in (tmp_path / "models.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(m["direction"] for m in models) == ["balanced", "planted"]
+    assert all("rubia/pro_share/gender" in m["metrics"] for m in models)
+    assert "| committed | params.yaml | 0 of 1" in (tmp_path / "summary.md").read_text(encoding="utf-8")
