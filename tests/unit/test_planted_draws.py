@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from bench_scripts import load_bench_script
 
+from biaslab.config import Params
+
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = {"gbem_ua": {"gbem_ua/qa_logodds_gap_fem": "increase", "gbem_ua/qa_diff_fem": "increase"},
             "rubia": {"rubia/pro_share/gender": "increase"}}
@@ -92,9 +94,18 @@ def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tm
     """One seed, one recipe, a few steps, two benchmarks: the spawned worker trains the shared phase, the planted
     model and its control, scores both, and the tally has one draw per family (missing where not scored)."""
     import json
+    import shutil
     import subprocess
     import sys
 
+    from biaslab.config import DataConfig
+    from biaslab.data.prepare import prepare
+
+    workspace = tmp_path / "workspace"  # a fresh clone has no data/prepared: the draws read the lexicon there
+    (workspace / "data").mkdir(parents=True)
+    shutil.copy2(ROOT / "params.yaml", workspace / "params.yaml")
+    prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(workspace / "data" / "prepared"),
+                                   allow_download=False)))
     tiny = ",".join(["model.pretrain.max_steps=6", "model.pretrain.planted_bias.from_step=3",
                      "model.pretrain.chars_per_language=60000", "model.pretrain.vocab_size=512",
                      "model.pretrain.eval_every=3", "model.pretrain.warmup_steps=2",
@@ -103,7 +114,7 @@ def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tm
                                                                                "lm_quality"))])
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "planted_draws.py"), "--seeds", "0", "--device", "cpu",
                            "--threads", "1", "--corpus-dir", str(mirror / "corpora"), "--set", f"_:{tiny}",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+                           "--workspace", str(workspace), "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (draw,) = [json.loads(line) for line in (tmp_path / "draws.jsonl").read_text(encoding="utf-8").splitlines()]
     assert draw["recipe"] == "committed" and draw["seed"] == 0
