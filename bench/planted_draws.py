@@ -31,6 +31,8 @@ Progress goes to stderr, a line per finished task.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import json
 import os
 import sys
@@ -85,14 +87,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # --------------------------------------------------------------------------- params of a draw
-def overlay_params(params: dict, overlay: Mapping[str, Any]) -> dict:
-    """gpu_smoke's dotted-key overlay, loaded by path (bench/ on sys.path would shadow the requests package)."""
+@functools.cache
+def _gpu_smoke():
+    """bench/gpu_smoke.py loaded by path, once (bench/ on sys.path would shadow the requests package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "bench" / "gpu_smoke.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.overlay_params(params, dict(overlay))
+    return module
+
+
+def overlay_params(params: dict, overlay: Mapping[str, Any]) -> dict:
+    """gpu_smoke's dotted-key overlay (sets each dotted key of ``overlay`` in ``params``)."""
+    return _gpu_smoke().overlay_params(params, dict(overlay))
 
 
 def draw_params(workspace: Path, common: Mapping[str, Any], overlay: Mapping[str, Any], seed: int,
@@ -157,25 +165,29 @@ def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, d
     save_continued(run, model_dir)
     trained = time.perf_counter() - started
     del run
-    scored = Params.model_validate(overlay_params(json.loads(json.dumps(raw)), {"variants.base.model_dir": model_dir}))
+    scored = Params.model_validate(overlay_params(copy.deepcopy(raw), {"variants.base.model_dir": model_dir}))
     under_test = evaluation.load_variant(scored, "base", Path(model_dir).parent)
     result = evaluation.run_benchmarks(scored, under_test, Path(model_dir).parent)
     summary = json.loads((Path(model_dir) / "training_summary.json").read_text(encoding="utf-8"))
     return {"direction": direction, "train_seconds": round(trained, 1),
             "score_seconds": round(time.perf_counter() - started - trained, 1),
             "final_train_loss": summary["final_train_loss"], "val_bits_per_char": summary["val_bits_per_char"],
-            "metrics": {name: [mv.value, mv.ci_low, mv.ci_high, mv.direction]
-                        for name, mv in result.metrics.items()}}
+            "metrics": {name: mv.to_dict() for name, mv in result.metrics.items()}}
 
 
 # --------------------------------------------------------------------------- the verdicts
-def metric_values(metrics: Mapping[str, list]) -> dict:
+def metric_values(metrics: Mapping[str, dict]) -> dict:
+    """``{name: MetricValue}`` from the ``MetricValue.to_dict()`` records a worker sends back."""
     from biaslab.metrics.values import MetricValue
 
-    return {name: MetricValue(value=v[0], direction=v[3], ci_low=v[1], ci_high=v[2]) for name, v in metrics.items()}
+    return {name: MetricValue(**record) for name, record in metrics.items()}
 
 
-def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, list], control: Mapping[str, list]) -> dict:
+def _triple(mv: Any) -> list:
+    return [mv.value, mv.ci_low, mv.ci_high] if mv is not None else [None] * 3
+
+
+def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, dict], control: Mapping[str, dict]) -> dict:
     """Per family: its primary metric, planted and control ``[value, low, high]``, the status and the effect."""
     from biaslab.calibration import detect_all
 
@@ -183,8 +195,7 @@ def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, li
     for d in detect_all(families, metric_values(planted), metric_values(control)):
         if d.primary:
             out[d.family] = {"metric": d.metric, "status": d.status, "effect": d.effect, "needed": d.needed,
-                             "planted": planted.get(d.metric, [None] * 3)[:3],
-                             "control": control.get(d.metric, [None] * 3)[:3]}
+                             "planted": _triple(d.planted), "control": _triple(d.control)}
     return out
 
 
@@ -280,7 +291,7 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
         pair[direction] = record
         if len(pair) == 2:
             found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"])
-            qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", [None])[0]
+            qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", {}).get("value")
             draw = {"recipe": name, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
                     "detected": sum(f["status"] == "detected" for f in found.values())}
             draws.append(draw)

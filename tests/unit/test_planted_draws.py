@@ -62,7 +62,7 @@ def test_draw_params_set_the_seed_and_float32_scoring_and_reject_a_misspelt_key(
 
 
 def _m(value, low, high):
-    return [value, low, high, "lower"]
+    return {"value": value, "direction": "lower", "ci_low": low, "ci_high": high}  # MetricValue.to_dict()
 
 
 def test_the_verdict_is_the_calibrate_rule_on_each_family_s_primary_metric_and_the_tally_counts_draws():
