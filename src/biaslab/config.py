@@ -363,6 +363,18 @@ class GateCondition(Section):
     metric: str
     rule: Literal["better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least"]
     tolerance: float = 0.0
+    min_share: float = Field(
+        0.0, ge=0, le=1,
+        description="better_than_base_beyond_ci only: the variant must also remove at least this share of the "
+                    "base's distance from the metric's ideal (point estimates), so a significant nudge is not "
+                    "a debiasing")
+
+    @model_validator(mode="after")
+    def _min_share_rule(self) -> "GateCondition":
+        if self.min_share and self.rule != "better_than_base_beyond_ci":
+            raise ValueError(f"registry.gate {self.metric}: min_share applies only to rule "
+                             f"better_than_base_beyond_ci, not {self.rule}")
+        return self
 
 
 class RegistryConfig(Section):

@@ -92,3 +92,32 @@ def test_evaluate_gate_reports_every_condition():
                              cond("not_worse_than_base_minus", 0.05, metric="b")], variant, base)
     assert [r.passed for r in results] == [True, False]
     assert results[1].variant_value == 0.5 and results[1].base_value == 0.7
+
+
+def test_min_share_refuses_a_real_but_small_improvement():
+    """CIs apart is not enough with min_share: the variant must close that share of the base's distance."""
+    base = mv(0.935, 0.898, 0.967, "target", 0.0)
+    rule = GateCondition(metric="m", rule="better_than_base_beyond_ci", min_share=0.5)
+    nudged = check_condition(rule, mv(0.699, 0.665, 0.728, "target", 0.0), base)  # 25 % closer to 0
+    assert not nudged.passed
+    assert "too small a change: removes 25% of the base's distance from the ideal 0" in nudged.reason
+    assert "at least 50% required" in nudged.reason
+    halved = check_condition(rule, mv(0.339, 0.306, 0.372, "target", 0.0), base)  # 64 %
+    assert halved.passed and "removes 64%" in halved.reason
+    # overshooting past the ideal counts by distance: -0.2 is 79 % closer than 0.935
+    assert check_condition(rule, mv(-0.2, -0.25, -0.15, "target", 0.0), base).passed
+    # without min_share the 25 % nudge passes (CIs apart)
+    assert check_condition(cond("better_than_base_beyond_ci"), mv(0.699, 0.665, 0.728, "target", 0.0), base).passed
+
+
+def test_min_share_on_a_lower_metric_uses_zero_and_a_higher_metric_fails_closed():
+    rule = GateCondition(metric="m", rule="better_than_base_beyond_ci", min_share=0.5)
+    assert check_condition(rule, mv(0.04, 0.03, 0.05), mv(0.10, 0.09, 0.11)).passed  # 60 % of 0.10
+    assert not check_condition(rule, mv(0.07, 0.06, 0.08), mv(0.10, 0.09, 0.11)).passed  # 30 %
+    higher = check_condition(rule, mv(0.8, 0.78, 0.82, "higher"), mv(0.7, 0.68, 0.72, "higher"))
+    assert not higher.passed and "needs a metric with an ideal value" in higher.reason
+
+
+def test_min_share_only_with_the_beyond_ci_rule():
+    with pytest.raises(ValueError, match="min_share applies only to rule better_than_base_beyond_ci"):
+        GateCondition(metric="m", rule="not_worse_than_base_minus", tolerance=0.05, min_share=0.5)

@@ -56,6 +56,10 @@ def check_condition(cond: GateCondition, variant: MetricValue | None, base: Metr
       more than ``t``: ``higher``: v.ci_low - b.ci_high > t; ``lower``: b.ci_low - v.ci_high > t;
       ``target``: with d(CI) the interval of |x - ideal| over the CI (``[0, far]`` if the CI contains
       the ideal), b.d_low - v.d_high > t. Fails when either CI is missing.
+      With ``min_share`` > 0 the variant must also remove at least that share of the base's distance
+      from the ideal, ``1 - |v - ideal| / |b - ideal|`` (point estimates; ideal 0 for a ``lower`` metric
+      without one; a ``higher`` metric has no distance to share and fails closed): CIs apart says the change
+      is real, the share says it is large enough to call the variant debiased.
     * ``not_worse_than_base_minus`` - ``higher``: v >= b - t; ``lower``: v <= b + t;
       ``target``: |v - ideal| <= |b - ideal| + t.
     * ``at_most`` / ``at_least`` - v <= t / v >= t (``tolerance`` is the threshold; no base needed).
@@ -109,6 +113,9 @@ def check_condition(cond: GateCondition, variant: MetricValue | None, base: Metr
         gap = db[0] - dv[1]
         how = f"variant |x-{ideal:g}| <= {_fmt(dv[1])} vs base |x-{ideal:g}| >= {_fmt(db[0])}"
     if gap > t:
+        if cond.min_share:
+            return _with_min_share(cond.min_share, v, b, direction, variant.ideal if variant.ideal is not None
+                                   else base.ideal, how, result)
         return result(True, f"better beyond CI: {how}")
     if (direction == "higher" and v <= b) or (direction == "lower" and v >= b) or (
         direction == "target" and abs(v - ideal) >= abs(b - ideal)
@@ -121,3 +128,21 @@ def evaluate_gate(conditions: list[GateCondition], variant: VariantMetrics,
                   base: VariantMetrics) -> list[ConditionResult]:
     """Every condition of ``registry.gate`` for ``variant`` against ``base``."""
     return [check_condition(c, variant.metrics.get(c.metric), base.metrics.get(c.metric)) for c in conditions]
+
+
+def _with_min_share(min_share: float, v: float, b: float, direction: str | None, ideal: float | None,
+                    how: str, result) -> ConditionResult:
+    """The ``min_share`` part of ``better_than_base_beyond_ci``, once the CIs are apart."""
+    if ideal is None and direction == "lower":
+        ideal = 0.0
+    if ideal is None:
+        return result(False, f"better beyond CI ({how}), but min_share needs a metric with an ideal value "
+                             f"(direction target, or lower with ideal 0); this one is {direction}")
+    base_distance = abs(b - ideal)
+    share = 1.0 - abs(v - ideal) / base_distance if base_distance > 0 else 0.0
+    verdict = (f"removes {share:.0%} of the base's distance from the ideal {ideal:g} "
+               f"({_fmt(base_distance)} -> {_fmt(abs(v - ideal))}), at least {min_share:.0%} required")
+    if share >= min_share:
+        return result(True, f"better beyond CI: {how}; {verdict}")
+    return result(False, f"too small a change: {verdict} (CIs apart: {how})")
+
