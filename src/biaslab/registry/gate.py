@@ -87,7 +87,8 @@ def check_condition(cond: GateCondition, variant: MetricValue | None, base: Metr
     if base is None or not math.isfinite(base.value):
         return result(False, "metric missing or not computed for the base")
     b, direction = base.value, variant.direction
-    ideal = variant.ideal if variant.ideal is not None else (base.ideal if base.ideal is not None else 0.0)
+    declared_ideal = variant.ideal if variant.ideal is not None else base.ideal
+    ideal = declared_ideal if declared_ideal is not None else 0.0
 
     if rule == "not_worse_than_base_minus":
         if direction == "higher":
@@ -114,8 +115,7 @@ def check_condition(cond: GateCondition, variant: MetricValue | None, base: Metr
         how = f"variant |x-{ideal:g}| <= {_fmt(dv[1])} vs base |x-{ideal:g}| >= {_fmt(db[0])}"
     if gap > t:
         if cond.min_share:
-            return _with_min_share(cond.min_share, v, b, direction, variant.ideal if variant.ideal is not None
-                                   else base.ideal, how, result)
+            return _with_min_share(cond.min_share, v, b, direction, declared_ideal, how, result)
         return result(True, f"better beyond CI: {how}")
     if (direction == "higher" and v <= b) or (direction == "lower" and v >= b) or (
         direction == "target" and abs(v - ideal) >= abs(b - ideal)
@@ -145,4 +145,3 @@ def _with_min_share(min_share: float, v: float, b: float, direction: str | None,
     if share >= min_share:
         return result(True, f"better beyond CI: {how}; {verdict}")
     return result(False, f"too small a change: {verdict} (CIs apart: {how})")
-
