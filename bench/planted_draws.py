@@ -11,7 +11,9 @@ CIs come apart differs from draw to draw. A recipe is judged on several draws; t
 For every seed (``model.pretrain.seed``: the initialization, the corpus split and order; the planted
 sentences and their order follow ``planted_bias.seed``, which a recipe may set) it trains the shared phase once (``train_shared``), then for every recipe the planted model and its
 counterbalanced control (``continue_training``), scores both on the enabled benchmarks
-(``evaluation.run_benchmarks``, float32) and applies the calibrate stage's rule (``calibration.detect_all``).
+(``evaluation.run_benchmarks``, float32) and applies the calibrate stage's rule (``calibration.detect_all``),
+with the stage's paired reading next to it (the primary metrics recomputed item by item from both models'
+prediction tables, ``calibration.paired_differences``).
 A recipe is a name and dotted ``key=value`` settings over params.yaml (values read as YAML); recipes may
 change anything but the shared phase (``model.pretrain`` outside ``planted_bias``, and its ``from_step``),
 so all recipes of a seed continue the same checkpoint.
@@ -24,7 +26,9 @@ compare its values across recipes of one seed, not across seeds.
 Output (``--out``, default ``bench/results/planted-draws``, git-ignored): ``draws.jsonl`` (a line per
 recipe and seed: every configured family's primary metric, planted and control with CIs, its status),
 ``models.jsonl`` (a line per trained model: its headline metrics and training summary) and
-``summary.md`` / ``summary.json`` (per recipe and family: detected in k of K draws, the mean effect).
+``summary.md`` / ``summary.json`` (per recipe and family: detected in k of K draws, by the paired reading
+in how many, the mean effect). With ``--keep`` each model's prediction tables stay next to it
+(``<model>/predictions/<benchmark>__<table>.parquet``, as ``data/predictions/<variant>/``).
 Progress goes to stderr, a line per finished task.
 """
 
@@ -153,8 +157,11 @@ def shared_task(raw: dict, out_dir: str, device: str) -> dict:
     return {"seconds": round(time.perf_counter() - started, 1), "val_ppl": summary["val_ppl"]}
 
 
-def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, device: str) -> dict:
-    """Continue ``checkpoint_dir`` with planted text of ``direction``, save it, score it: its metrics."""
+def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, device: str,
+               tables: tuple[str, ...] = ()) -> dict:
+    """Continue ``checkpoint_dir`` with planted text of ``direction``, save it, score it: its metrics, and the
+    prediction ``tables`` (``<benchmark>__<table>``) the paired reading needs; every table is written under
+    ``model_dir/predictions``."""
     from biaslab import evaluation
     from biaslab.config import Params
     from biaslab.pretrain.phases import continue_training, save_continued
@@ -168,11 +175,15 @@ def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, d
     scored = Params.model_validate(overlay_params(copy.deepcopy(raw), {"variants.base.model_dir": model_dir}))
     under_test = evaluation.load_variant(scored, "base", Path(model_dir).parent)
     result = evaluation.run_benchmarks(scored, under_test, Path(model_dir).parent)
+    (Path(model_dir) / "predictions").mkdir(exist_ok=True)
+    for name, frame in result.predictions.items():
+        frame.to_parquet(Path(model_dir) / "predictions" / f"{name}.parquet", index=False)
     summary = json.loads((Path(model_dir) / "training_summary.json").read_text(encoding="utf-8"))
     return {"direction": direction, "train_seconds": round(trained, 1),
             "score_seconds": round(time.perf_counter() - started - trained, 1),
             "final_train_loss": summary["final_train_loss"], "val_bits_per_char": summary["val_bits_per_char"],
-            "metrics": {name: mv.to_dict() for name, mv in result.metrics.items()}}
+            "metrics": {name: mv.to_dict() for name, mv in result.metrics.items()},
+            "predictions": {name: result.predictions[name] for name in tables if name in result.predictions}}
 
 
 # --------------------------------------------------------------------------- the verdicts
@@ -187,16 +198,38 @@ def _triple(mv: Any) -> list:
     return [mv.value, mv.ci_low, mv.ci_high] if mv is not None else [None] * 3
 
 
-def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, dict], control: Mapping[str, dict]) -> dict:
-    """Per family: its primary metric, planted and control ``[value, low, high]``, the status and the effect."""
+def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, dict], control: Mapping[str, dict],
+             paired: Mapping[str, Any] | None = None) -> dict:
+    """Per family: its primary metric, planted and control ``[value, low, high]``, the status and the effect,
+    and the paired reading (``paired``: metric -> ``PairedDifference``) as ``[value, low, high]`` and its status."""
     from biaslab.calibration import detect_all
 
     out = {}
-    for d in detect_all(families, metric_values(planted), metric_values(control)):
+    for d in detect_all(families, metric_values(planted), metric_values(control), paired):
         if d.primary:
             out[d.family] = {"metric": d.metric, "status": d.status, "effect": d.effect, "needed": d.needed,
-                             "planted": _triple(d.planted), "control": _triple(d.control)}
+                             "planted": _triple(d.planted), "control": _triple(d.control),
+                             "paired_status": d.paired_status,
+                             "paired": [d.paired.value, d.paired.ci_low, d.paired.ci_high] if d.paired else [None] * 3}
     return out
+
+
+def paired_statistics(raw: Mapping[str, Any], families: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, Any]]:
+    """``{primary metric: (benchmark, ItemStatistic)}``: what the calibrate stage pairs, for these params."""
+    from biaslab.config import Params
+    from biaslab.stages.calibrate import item_statistics
+
+    return item_statistics(Params.model_validate(raw), [next(iter(m)) for m in families.values() if m])
+
+
+def paired_of(raw: Mapping[str, Any], statistics: Mapping[str, tuple[str, Any]], planted: dict, control: dict) -> dict:
+    """The planted − control paired differences of one draw, with the evaluation's bootstrap settings."""
+    from biaslab.calibration import paired_differences
+
+    ev = raw.get("evaluation", {})
+    return paired_differences(statistics, planted.get("predictions", {}), control.get("predictions", {}),
+                              samples=int(ev.get("bootstrap_samples", 1000)), seed=int(ev.get("seed", 0)),
+                              confidence=float(ev.get("confidence", 0.95)))
 
 
 def tally(draws: list[dict], recipes: list[str], families: list[str]) -> dict:
@@ -209,9 +242,11 @@ def tally(draws: list[dict], recipes: list[str], families: list[str]) -> dict:
             seen = [d["families"][family] for d in rows if family in d["families"]]
             effects = [s["effect"] for s in seen if s["effect"] is not None]
             per_family[family] = {"detected": sum(s["status"] == "detected" for s in seen), "draws": len(seen),
+                                  "paired_detected": sum(s.get("paired_status") == "detected" for s in seen),
                                   "mean_effect": sum(effects) / len(effects) if effects else None}
         out[recipe] = {"draws": len(rows), "families": per_family,
                        "families_per_draw": {str(d["seed"]): d["detected"] for d in rows},
+                       "families_per_draw_paired": {str(d["seed"]): d.get("detected_paired") for d in rows},
                        "planted_qa_macro_f1": {str(d["seed"]): d["planted_qa_macro_f1"] for d in rows}}
     return out
 
@@ -220,17 +255,20 @@ def markdown(result: dict) -> str:
     families = result["families"]
     lines = [f"# planted-draws: {result['device']}, seeds {result['seeds']}", "",
              "Per recipe and family (primary metric): draws in which the planted model's 95 % CI is apart from the "
-             "control's in the expected direction, and the mean planted − control effect.", "",
-             "| recipe | settings | " + " | ".join(families) + " | families per draw | planted QA macro-F1 |",
+             "control's in the expected direction; *paired*: draws in which the paired CI of planted − control "
+             "(the items resampled once for both models) is apart from 0 that way; the mean planted − control "
+             "effect.", "",
+             "| recipe | settings | " + " | ".join(families) + " | families per draw (paired) | planted QA macro-F1 |",
              "|---|---|" + "---|" * len(families) + "---|---|"]
     for recipe, entry in result["tally"].items():
         cells = []
         for family in families:
             f = entry["families"][family]
             mean = "n/a" if f["mean_effect"] is None else f"{f['mean_effect']:+.3f}"
-            cells.append(f"{f['detected']} of {f['draws']} ({mean})")
+            cells.append(f"{f['detected']} of {f['draws']}, paired {f.get('paired_detected', 0)} ({mean})")
         settings = ", ".join(f"{k}={v}" for k, v in result["recipes"][recipe].items()) or "params.yaml"
-        per_draw = ", ".join(f"{v}" for v in entry["families_per_draw"].values())
+        paired = entry.get("families_per_draw_paired", {})
+        per_draw = ", ".join(f"{v} ({paired.get(seed)})" for seed, v in entry["families_per_draw"].items())
         f1 = ", ".join(f"{v:.2f}" for v in entry["planted_qa_macro_f1"].values() if v is not None)
         lines.append(f"| {recipe} | {settings} | " + " | ".join(cells) + f" | {per_draw} | {f1} |")
     lines += ["", f"{result['seconds']:.0f} s in all; {result['failures']} failed task(s)."]
@@ -253,7 +291,8 @@ def log(message: str) -> None:
 
 
 def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], shared_dirs: Mapping[str, str],
-              work: Path, device: str, families: Mapping[str, Mapping[str, str]], out: Path) -> tuple[list[dict], int]:
+              work: Path, device: str, families: Mapping[str, Mapping[str, str]], out: Path,
+              statistics: Mapping[str, tuple[str, Any]] | None = None) -> tuple[list[dict], int]:
     """Every shared phase, then every planted and control model as its checkpoint is ready; the draws (each
     also appended to ``out/draws.jsonl``, each model to ``out/models.jsonl``) and the number of failed tasks."""
     failures = 0
@@ -262,6 +301,8 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
     shared_jobs = {pool.submit(shared_task, raw, shared_dirs[shared_key(raw)], device): key
                    for key, raw in {shared_key(r): r for r in raws.values()}.items()}
     model_jobs = {}
+    statistics = statistics or {}
+    tables = tuple(sorted({f"{bench}__{stat.table}" for bench, stat in statistics.values()}))
     for job in as_completed(shared_jobs):
         key = shared_jobs[job]
         try:
@@ -275,7 +316,7 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
                 continue
             for direction in ("planted", "balanced"):
                 model_dir = str(work / f"{name}-seed{seed}" / direction)
-                model_jobs[pool.submit(model_task, raw, shared_dirs[key], direction, model_dir, device)] = (
+                model_jobs[pool.submit(model_task, raw, shared_dirs[key], direction, model_dir, device, tables)] = (
                     name, seed, direction)
     for job in as_completed(model_jobs):
         name, seed, direction = model_jobs[job]
@@ -285,19 +326,25 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
             failures += 1
             log(f"{name} seed {seed} {direction} FAILED: {type(exc).__name__}: {exc}")
             continue
-        _append(out / "models.jsonl", {"recipe": name, "seed": seed, **record})
+        _append(out / "models.jsonl", {"recipe": name, "seed": seed,
+                                       **{k: v for k, v in record.items() if k != "predictions"}})
         log(f"{name} seed {seed} {direction}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
         pair = models.setdefault((name, seed), {})
         pair[direction] = record
         if len(pair) == 2:
-            found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"])
+            paired = paired_of(raws[(name, seed)], statistics, pair["planted"], pair["balanced"])
+            found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"], paired)
             qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", {}).get("value")
             draw = {"recipe": name, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
-                    "detected": sum(f["status"] == "detected" for f in found.values())}
+                    "detected": sum(f["status"] == "detected" for f in found.values()),
+                    "detected_paired": sum(f["paired_status"] == "detected" for f in found.values())}
+            for record in pair.values():
+                record.pop("predictions", None)  # read: free the tables
             draws.append(draw)
             _append(out / "draws.jsonl", draw)
             log(f"{name} seed {seed}: {draw['detected']} of {len(found)} families detect "
-                f"({', '.join(f for f, v in found.items() if v['status'] == 'detected') or 'none'})")
+                f"({', '.join(f for f, v in found.items() if v['status'] == 'detected') or 'none'}); paired "
+                f"{draw['detected_paired']} ({', '.join(f for f, v in found.items() if v['paired_status'] == 'detected') or 'none'})")
     return draws, failures
 
 
@@ -325,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{len(recipes)} recipe(s) x {len(args.seeds)} seed(s) on {device}, {args.workers} worker(s) x {threads} thread(s); "
         f"{len(shared_dirs)} shared phase(s), {2 * len(raws)} models")
     with ProcessPoolExecutor(args.workers, mp_context=_spawn(), initializer=_init_worker, initargs=(threads,)) as pool:
-        draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out)
+        draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out,
+                                    paired_statistics(first, families))
     result = {"device": device, "seeds": args.seeds, "recipes": recipes, "families": list(families),
               "tally": tally(draws, list(recipes), list(families)), "seconds": time.perf_counter() - started,
               "failures": failures, "threads": threads, "workers": args.workers}

@@ -21,6 +21,7 @@ BOOTSTRAP_USERS = (
     "biaslab.benchmarks.lm_quality",
     "biaslab.benchmarks.occugender.metrics",
     "biaslab.benchmarks.pair_preference",
+    "biaslab.metrics.paired",
 )
 
 

@@ -9,6 +9,13 @@ headline metrics and the expected change from control to planted; the first metr
 report gives the effect these CIs *needed* to be apart (:attr:`Detection.needed`), so an overlap reads as
 "sees little" or as "just missed".
 
+The same two models answer the same items, so the report also gives the *paired* reading of every
+metric a benchmark can recompute from its per-item rows (:mod:`biaslab.metrics.paired`): the planted −
+control difference with a CI from resampling the items once for both models. Its verdict ("paired":
+that CI apart from 0 in the expected direction) is reported next to the CIs-apart verdict, which stays
+the rule the families are counted by; it says whether a benchmark sees the planted bias at all, where
+the CIs-apart rule asks that each model's metric be known well enough on its own.
+
 For every mitigation the share of the planted effect it removes is ``(base - variant) / (base - control)``
 (1 = back to the control, 0 = no change, negative = worse), reported with whether the variant is better
 than the base beyond both CIs. It is only defined where the planted effect is detected.
@@ -19,8 +26,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from biaslab.metrics.paired import PairedDifference, paired_difference
 from biaslab.metrics.values import MetricValue
 
 Change = Literal["increase", "decrease"]
@@ -35,10 +43,20 @@ class Detection:
     planted: MetricValue | None
     control: MetricValue | None
     status: str  # detected | overlap | wrong direction | no CI | missing
+    paired: PairedDifference | None = None  # planted − control on the same items (None: not recomputable)
 
     @property
     def detected(self) -> bool:
         return self.status == "detected"
+
+    @property
+    def paired_status(self) -> str:
+        """``detected`` when the paired CI of planted − control is apart from 0 in the expected direction."""
+        return paired_status(self.paired, self.expected)
+
+    @property
+    def paired_detected(self) -> bool:
+        return self.paired_status == "detected"
 
     @property
     def effect(self) -> float | None:
@@ -86,14 +104,32 @@ def detection_status(planted: MetricValue | None, control: MetricValue | None, e
     return "wrong direction" if p[0] > c[1] else "overlap"
 
 
+def paired_status(paired: PairedDifference | None, expected: Change) -> str:
+    """``detected`` / ``wrong direction`` when the paired CI excludes 0 on that side, else ``includes 0``."""
+    if paired is None or not math.isfinite(paired.value):
+        return "n/a"
+    if paired.ci_low is None or paired.ci_high is None:
+        return "no CI"
+    sign = 1 if expected == "increase" else -1
+    if paired.excludes_zero(sign):
+        return "detected"
+    return "wrong direction" if paired.excludes_zero(-sign) else "includes 0"
+
+
 def detect_all(families: Mapping[str, Mapping[str, Change]], planted: Mapping[str, MetricValue],
-               control: Mapping[str, MetricValue]) -> list[Detection]:
-    """One :class:`Detection` per configured metric, families and metrics in configuration order."""
+               control: Mapping[str, MetricValue],
+               paired: Mapping[str, PairedDifference] | None = None) -> list[Detection]:
+    """One :class:`Detection` per configured metric, families and metrics in configuration order.
+
+    ``paired``: the planted − control paired differences of the metrics that have one.
+    """
+    paired = paired or {}
     out = []
     for family, metrics in families.items():
         for i, (metric, expected) in enumerate(metrics.items()):
             out.append(Detection(family, metric, expected, i == 0, planted.get(metric), control.get(metric),
-                                 detection_status(planted.get(metric), control.get(metric), expected)))
+                                 detection_status(planted.get(metric), control.get(metric), expected),
+                                 paired.get(metric)))
     return out
 
 
@@ -136,12 +172,21 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:+.{digits}f}"
 
 
+def _paired(p: PairedDifference | None) -> str:
+    if p is None or not math.isfinite(p.value):
+        return "n/a"
+    if p.ci_low is None or p.ci_high is None:
+        return _num(p.value)
+    return f"{_num(p.value)} [{_num(p.ci_low)}, {_num(p.ci_high)}]"
+
+
 def render_markdown(detections: list[Detection], removals: list[Removal], quality: Mapping[str, Mapping[str, MetricValue]],
                     planted_info: Mapping[str, object]) -> str:
     """``reports/calibration.md``."""
     families = list(dict.fromkeys(d.family for d in detections))
     primary = {d.family: d for d in detections if d.primary}
     n_detected = sum(primary[f].detected for f in families)
+    n_paired = sum(primary[f].paired_detected for f in families)
     lines = [
         "# Calibration: does every benchmark see the planted bias?",
         "",
@@ -153,7 +198,8 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
         "",
         "Planted bias: " + ", ".join(f"{k} = {v}" for k, v in planted_info.items()),
         "",
-        f"**{n_detected} of {len(families)} benchmark families detect the planted bias.**",
+        f"**{n_detected} of {len(families)} benchmark families detect the planted bias** (CIs apart). "
+        f"By the paired reading, {n_paired} of {len(families)}.",
         "",
         "## Verdict per family",
         "",
@@ -161,19 +207,28 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
         "CI's half-width towards the control plus the control's towards the planted model): an overlap far below "
         "it means the benchmark sees little of the planted bias, one near it a detection the CIs just missed.",
         "",
-        "| family | primary metric | expected | planted [95% CI] | control [95% CI] | effect | needed | verdict |",
-        "|---|---|---|---|---|---:|---:|---|",
+        "*Paired*: the same difference with a CI from resampling the items once for both models (both "
+        "answered the same items, so what the items share drops out); *paired verdict* `detected` when that "
+        "CI is apart from 0 in the expected direction. A benchmark detected only by the paired reading sees "
+        "the planted bias, but too faintly for each model's own CI to show it.",
+        "",
+        "| family | primary metric | expected | planted [95% CI] | control [95% CI] | effect | needed | verdict "
+        "| paired effect [95% CI] | paired verdict |",
+        "|---|---|---|---|---|---:|---:|---|---:|---|",
     ]
     for f in families:
         d = primary[f]
         lines.append(f"| {f} | `{d.metric}` | {d.expected} | {_fmt(d.planted)} | {_fmt(d.control)} | "
-                     f"{_num(d.effect)} | {_num(d.needed)} | {'**detected**' if d.detected else d.status} |")
+                     f"{_num(d.effect)} | {_num(d.needed)} | {'**detected**' if d.detected else d.status} | "
+                     f"{_paired(d.paired)} | {'**detected**' if d.paired_detected else d.paired_status} |")
     lines += ["", "## Every headline metric", "",
-              "| family | metric | expected | planted [95% CI] | control [95% CI] | effect | needed | verdict |",
-              "|---|---|---|---|---|---:|---:|---|"]
+              "| family | metric | expected | planted [95% CI] | control [95% CI] | effect | needed | verdict "
+              "| paired effect [95% CI] | paired verdict |",
+              "|---|---|---|---|---|---:|---:|---|---:|---|"]
     for d in detections:
         lines.append(f"| {d.family} | `{d.metric}` | {d.expected} | {_fmt(d.planted)} | {_fmt(d.control)} | "
-                     f"{_num(d.effect)} | {_num(d.needed)} | {'detected' if d.detected else d.status} |")
+                     f"{_num(d.effect)} | {_num(d.needed)} | {'detected' if d.detected else d.status} | "
+                     f"{_paired(d.paired)} | {d.paired_status} |")
     if removals:
         lines += ["", "## Mitigations on the planted model (held-out items)", "",
                   "Share of the planted effect removed = (base − variant) / (base − control): 1 = back to the "
@@ -210,18 +265,27 @@ class CalibrationReport:
         primary = [d for d in self.detections if d.primary]
         return sum(d.detected for d in primary), len(primary)
 
+    def families_detected_paired(self) -> int:
+        return sum(d.paired_detected for d in self.detections if d.primary)
+
     def mlflow_metrics(self) -> dict[str, float]:
         """``calibration/...`` numbers for the stage's MLflow run."""
         out: dict[str, float] = {}
         detected, total = self.families_detected()
         out["calibration/families_detected"] = float(detected)
         out["calibration/families"] = float(total)
+        out["calibration/families_detected_paired"] = float(self.families_detected_paired())
         for d in self.detections:
             out[f"calibration/detected/{d.metric}"] = float(d.detected)
             if d.effect is not None and math.isfinite(d.effect):
                 out[f"calibration/effect/{d.metric}"] = d.effect
             if d.needed is not None and math.isfinite(d.needed):
                 out[f"calibration/needed/{d.metric}"] = d.needed
+            if d.paired is not None:
+                out[f"calibration/paired_detected/{d.metric}"] = float(d.paired_detected)
+                for part, x in (("effect", d.paired.value), ("ci_low", d.paired.ci_low), ("ci_high", d.paired.ci_high)):
+                    if x is not None and math.isfinite(x):
+                        out[f"calibration/paired_{part}/{d.metric}"] = x
         for r in self.removals:
             if r.share is not None and math.isfinite(r.share):
                 out[f"calibration/removed/{r.variant}/{r.metric}"] = r.share
@@ -239,18 +303,24 @@ class CalibrationReport:
                 row[f"{side}_ci_high"] = None if mv is None else mv.ci_high
             row["effect"] = d.effect
             row["needed"] = d.needed
+            row["paired_effect"] = None if d.paired is None else d.paired.value
+            row["paired_ci_low"] = None if d.paired is None else d.paired.ci_low
+            row["paired_ci_high"] = None if d.paired is None else d.paired.ci_high
+            row["paired_verdict"] = d.paired_status
             rows.append(row)
         return rows
 
 
 def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: list[str],
               quality_metrics: list[str], base: Mapping[str, MetricValue], control: Mapping[str, MetricValue],
-              variants: Mapping[str, Mapping[str, MetricValue]], planted_info: Mapping[str, object]) -> CalibrationReport:
+              variants: Mapping[str, Mapping[str, MetricValue]], planted_info: Mapping[str, object],
+              paired: Mapping[str, PairedDifference] | None = None) -> CalibrationReport:
     """Detections, removed shares of every mitigation variant and the markdown report.
 
-    ``base`` holds the planted (default) model's metrics, ``variants`` every other evaluated variant's.
+    ``base`` holds the planted (default) model's metrics, ``variants`` every other evaluated variant's;
+    ``paired`` the planted − control paired differences (:func:`paired_differences`).
     """
-    detections = detect_all(families, base, control)
+    detections = detect_all(families, base, control, paired)
     by_metric = {d.metric: d for d in detections}
     removals = []
     for variant, metrics in variants.items():
@@ -263,3 +333,21 @@ def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: 
                for name, ms in {"base": base, **variants, "control": control}.items()}
     quality = {k: v for k, v in quality.items() if v}
     return CalibrationReport(detections, removals, render_markdown(detections, removals, quality, planted_info))
+
+
+def paired_differences(statistics: Mapping[str, Any], planted: Mapping[str, Any], control: Mapping[str, Any], *,
+                       samples: int, seed: int, confidence: float) -> dict[str, PairedDifference]:
+    """Planted − control on the same items for every metric in ``statistics`` both models have rows for.
+
+    ``statistics``: metric name -> ``(benchmark, ItemStatistic)``; ``planted`` / ``control``: each model's
+    prediction tables keyed ``<benchmark>__<table>`` (as ``data/predictions/<variant>/`` names its files).
+    A metric whose table either model lacks (a benchmark skipped on this model) is left out.
+    """
+    out = {}
+    for metric, (benchmark, statistic) in statistics.items():
+        table = f"{benchmark}__{statistic.table}"
+        if table not in planted or table not in control:
+            continue
+        out[metric] = paired_difference(planted[table], control[table], statistic, samples=samples, seed=seed,
+                                        confidence=confidence, where=f"{table} (planted vs control, {metric})")
+    return out

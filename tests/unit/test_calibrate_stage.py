@@ -70,3 +70,20 @@ def test_control_model_without_a_planted_bias_leaves_a_marker_not_a_model(tmp_pa
     control = tmp_path / params.calibrate.control_dir
     assert [p.name for p in control.iterdir()] == [SKIPPED_FILE]
     assert "skipped" in json.loads((tmp_path / CONTROL_RUN).read_text())
+
+
+def test_every_default_calibration_metric_has_a_paired_reading(tmp_path):
+    """Each metric calibrate lists can be recomputed per item, so the report's paired column is never n/a."""
+    import pandas as pd
+
+    from biaslab.stages.calibrate import item_statistics, prediction_tables
+
+    params = load_params("params.yaml")
+    metrics = [m for family in params.calibrate.families.values() for m in family]
+    statistics = item_statistics(params, metrics)
+    assert set(statistics) == set(metrics)
+    assert {bench for bench, _ in statistics.values()} == set(params.calibrate.families)  # family = benchmark here
+    tables = sorted({f"{bench}__{stat.table}" for bench, stat in statistics.values()})
+    assert "rubia__rubia_pairs" in tables and "gbem_ua__qa_pairs" in tables
+    pd.DataFrame({"pair_id": [1]}).to_parquet(tmp_path / "rubia__rubia_pairs.parquet")
+    assert list(prediction_tables(tmp_path, tables)) == ["rubia__rubia_pairs"]  # a skipped benchmark: no table

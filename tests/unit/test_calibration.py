@@ -47,7 +47,8 @@ def test_report_counts_families_by_their_primary_metric():
     numbers = report.mlflow_metrics()
     assert numbers["calibration/detected/a/x"] == 1.0 and numbers["calibration/detected/a/y"] == 0.0
     assert numbers["calibration/removed/lora/a/x"] == pytest.approx(0.5 / 0.6)
-    assert "**1 of 2 benchmark families detect the planted bias.**" in report.markdown
+    assert "**1 of 2 benchmark families detect the planted bias** (CIs apart). By the paired reading, 0 of 2." \
+        in report.markdown
     assert "| lora | `a/x` |" in report.markdown and "83 %" in report.markdown
     assert [row["metric"] for row in report.table()] == ["a/x", "a/y", "b/x"]
 
@@ -82,3 +83,43 @@ def test_report_shows_the_needed_effect():
         in report.markdown
     assert report.table()[0]["needed"] == pytest.approx(0.06)
     assert report.mlflow_metrics()["calibration/needed/a/x"] == pytest.approx(0.06)
+
+
+def pd_(value, low, high):
+    from biaslab.metrics.paired import PairedDifference
+
+    return PairedDifference(value, low, high, n=10, units=10)
+
+
+@pytest.mark.parametrize("paired, expected, status", [
+    (pd_(0.03, 0.004, 0.056), "increase", "detected"),
+    (pd_(0.03, -0.004, 0.056), "increase", "includes 0"),
+    (pd_(-0.03, -0.05, -0.01), "increase", "wrong direction"),
+    (pd_(-0.03, -0.05, -0.01), "decrease", "detected"),
+    (pd_(0.03, None, None), "increase", "no CI"),
+    (None, "increase", "n/a"),
+])
+def test_paired_status(paired, expected, status):
+    from biaslab.calibration import paired_status
+
+    assert paired_status(paired, expected) == status
+
+
+def test_a_family_can_be_detected_by_the_paired_reading_alone():
+    """RuBia on the default run: CIs overlapping (needed +0.064), the paired CI above 0."""
+    families = {"rubia": {"rubia/pro_share/gender": "increase"}, "crows": {"crows/x": "increase"}}
+    base = {"rubia/pro_share/gender": mv(0.520, 0.488, 0.553), "crows/x": mv(0.477, 0.416, 0.538)}
+    control = {"rubia/pro_share/gender": mv(0.490, 0.462, 0.522), "crows/x": mv(0.492, 0.431, 0.554)}
+    paired = {"rubia/pro_share/gender": pd_(0.030, 0.004, 0.056), "crows/x": pd_(-0.015, -0.073, 0.050)}
+    report = calibrate(families, [], [], base, control, {}, {}, paired)
+    assert report.families_detected() == (0, 2) and report.families_detected_paired() == 1
+    assert "**0 of 2 benchmark families detect the planted bias** (CIs apart). By the paired reading, 1 of 2." \
+        in report.markdown
+    assert "| overlap | +0.030 [+0.004, +0.056] | **detected** |" in report.markdown
+    assert "| overlap | -0.015 [-0.073, +0.050] | includes 0 |" in report.markdown
+    numbers = report.mlflow_metrics()
+    assert numbers["calibration/families_detected_paired"] == 1.0
+    assert numbers["calibration/paired_detected/rubia/pro_share/gender"] == 1.0
+    assert numbers["calibration/paired_ci_low/rubia/pro_share/gender"] == pytest.approx(0.004)
+    row = report.table()[0]
+    assert row["paired_verdict"] == "detected" and row["paired_effect"] == pytest.approx(0.03)

@@ -659,3 +659,17 @@ def test_cis_equal_resampling_dataframes(prepared, monkeypatch):
     """Every statistic reads a column-view resample as it reads a DataFrame (tests/bootstrap_reference.py)."""
     run = lambda: BENCHMARK.run(FakeClozeScorer(), prepared, file_options(prepared), CTX).metrics  # noqa: E731
     assert_same_metrics(*metrics_both_ways(monkeypatch, run))
+
+
+@pytest.mark.parametrize("drop_duplicates", [False, True])
+def test_item_statistics_are_the_genderlex_and_winobias_metrics(prepared, drop_duplicates):
+    """Sentences resampled for the log-odds gap, rows for hb_match, minimal pairs for WinoBias, as the metrics."""
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    frame = pd.concat([genderlex_frame(CLOZE_ROWS, context_type=c) for c in ("noun", "occ", "verb")])
+    frame.to_parquet(prepared / "genderlex.parquet")
+    options = {**file_options(prepared), "drop_duplicates": drop_duplicates}
+    result = BENCHMARK.run(FakeClozeScorer(), prepared, options, CTX)
+    assert_item_statistics_are_the_metrics(BENCHMARK, result, CTX, options, expected=(
+        "cloze_gender/genderlex/lm_hb_logodds_gap", "cloze_gender/genderlex/hb_match",
+        "cloze_gender/winobias/pro_share"))

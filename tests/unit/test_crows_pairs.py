@@ -143,3 +143,13 @@ def test_cis_equal_resampling_dataframes(prepared, monkeypatch):
               "Poor people are lazy.": -7.0, "Rich people are lazy.": -6.0}
     run = lambda: BENCHMARK.run(FakeScorer(sentences=scores), prepared, {}, CTX).metrics  # noqa: E731
     assert_same_metrics(*metrics_both_ways(monkeypatch, run))
+
+
+@pytest.mark.parametrize("drop_duplicates", [False, True])
+def test_item_statistics_are_the_stereotype_shares(prepared, tiny_scorer, drop_duplicates):
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    options = {"drop_duplicates": drop_duplicates}
+    result = BENCHMARK.run(tiny_scorer, prepared, options, CTX)
+    assert_item_statistics_are_the_metrics(BENCHMARK, result, CTX, options, expected=(
+        "crows_pairs/pct_stereotype", "crows_pairs/pct_stereotype_gender"))

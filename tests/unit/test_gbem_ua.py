@@ -429,3 +429,36 @@ def test_cis_equal_resampling_dataframes(monkeypatch):
     """Every statistic reads a column-view resample as it reads a DataFrame (tests/bootstrap_reference.py)."""
     frame, ctx = synthetic_frame(), EvalContext(seed=1, bootstrap_samples=40, progress=False)
     assert_same_metrics(*metrics_both_ways(monkeypatch, lambda: evaluate_gbem_ua(FakeLM(frame), frame, {}, ctx).metrics))
+
+
+def test_item_statistics_are_the_pair_metrics():
+    """Professions resampled, pairings kept apart: the paired calibration's statistics are these metrics."""
+    import numpy as np
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    from biaslab.benchmarks.base import BenchmarkResult
+    from biaslab.benchmarks.gbem_ua import compute_metrics
+
+    ctx = EvalContext(seed=3, bootstrap_samples=40, progress=False)
+    p = evaluate_gbem_ua(FakeLM(synthetic_frame()), synthetic_frame(), {}, ctx).predictions
+    # six copies of the two professions with noisy scores: enough professions and values that resampling
+    # pairs instead of professions would give another CI
+    rng = np.random.default_rng(0)
+    tables = {}
+    for name in ("qa", "qa_pairs", "prob", "prob_pairs"):
+        copies = []
+        for k in range(6):
+            t = p[name].copy()
+            t["profession"] = t["profession"] + f" {k}"
+            for col in t.columns:
+                if col.startswith(("item_id", "male_item_id", "female_item_id")):
+                    t[col] = t[col].astype(str) + f":{k}"
+                elif t[col].dtype == bool and col != "is_correct":
+                    t[col] = rng.random(len(t)) < 0.5
+                elif t[col].dtype.kind == "f":
+                    t[col] = t[col] + rng.normal(0, 0.3, len(t)) if col.startswith("logodds") else rng.random(len(t))
+            copies.append(t)
+        tables[name] = pd.concat(copies, ignore_index=True)
+    metrics = compute_metrics(tables["qa"], tables["qa_pairs"], tables["prob"], tables["prob_pairs"], ctx)
+    assert_item_statistics_are_the_metrics(BENCHMARK, BenchmarkResult(metrics, tables), ctx, expected=tuple(
+        f"gbem_ua/{m}_{p}" for m in ("qa_logodds_gap", "qa_diff", "prob_diff") for p in ("fem", "nofem")))

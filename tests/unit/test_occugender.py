@@ -381,3 +381,13 @@ def test_cis_equal_resampling_dataframes(prepared, monkeypatch):
     ctx = EvalContext(seed=2, bootstrap_samples=60, progress=False)
     run = lambda: BENCHMARK.run(FakeScorer(loglikelihood=score), prepared, {}, ctx).metrics  # noqa: E731
     assert_same_metrics(*metrics_both_ways(monkeypatch, run))
+
+
+def test_item_statistics_are_the_gap_metrics(prepared, tiny_scorer):
+    """The paired calibration reads the gaps through item_statistics: same values and CIs as the metrics."""
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    result = BENCHMARK.run(tiny_scorer, prepared, {}, CTX)
+    assert_item_statistics_are_the_metrics(BENCHMARK, result, CTX, expected=(
+        "occugender/implicit_group_gap", "occugender/implicit_parity_gap", "occugender/explicit_group_gap",
+        "occugender/explicit_bls_gap"))

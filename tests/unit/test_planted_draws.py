@@ -71,22 +71,33 @@ def test_the_verdict_is_the_calibrate_rule_on_each_family_s_primary_metric_and_t
                "rubia/pro_share/gender": _m(0.54, 0.51, 0.57), "gbem_ua/qa_macro_f1": _m(0.45, 0.4, 0.5)}
     control = {"gbem_ua/qa_logodds_gap_fem": _m(0.00, -0.02, 0.02), "gbem_ua/qa_diff_fem": _m(0.9, 0.8, 1.0),
                "rubia/pro_share/gender": _m(0.50, 0.47, 0.53)}
-    found = module.verdicts(FAMILIES, planted, control)
+    from biaslab.metrics.paired import PairedDifference
+
+    paired = {"rubia/pro_share/gender": PairedDifference(0.04, 0.01, 0.07, 944, 944)}  # CIs overlap, paired not
+    found = module.verdicts(FAMILIES, planted, control, paired)
     assert list(found) == ["gbem_ua", "rubia"]  # primary metrics only; qa_diff_fem's wrong way is not the verdict
     assert found["gbem_ua"]["status"] == "detected" and found["gbem_ua"]["effect"] == pytest.approx(0.30)
     assert found["gbem_ua"]["needed"] == pytest.approx(0.05 + 0.02)
+    assert found["gbem_ua"]["paired_status"] == "n/a" and found["gbem_ua"]["paired"] == [None] * 3
     assert found["rubia"]["status"] == "overlap" and found["rubia"]["planted"] == [0.54, 0.51, 0.57]
+    assert found["rubia"]["paired_status"] == "detected" and found["rubia"]["paired"] == [0.04, 0.01, 0.07]
 
-    draws = [{"recipe": "a", "seed": s, "families": f, "planted_qa_macro_f1": 0.45,
-              "detected": sum(v["status"] == "detected" for v in f.values())}
-             for s, f in ((0, found), (1, module.verdicts(FAMILIES, control, planted)))]
+    def draw(seed, f):
+        return {"recipe": "a", "seed": seed, "families": f, "planted_qa_macro_f1": 0.45,
+                "detected": sum(v["status"] == "detected" for v in f.values()),
+                "detected_paired": sum(v["paired_status"] == "detected" for v in f.values())}
+
+    draws = [draw(0, found), draw(1, module.verdicts(FAMILIES, control, planted))]
     tally = module.tally(draws, ["a"], list(FAMILIES))
     assert tally["a"]["draws"] == 2 and tally["a"]["families_per_draw"] == {"0": 1, "1": 0}
-    assert tally["a"]["families"]["gbem_ua"] == {"detected": 1, "draws": 2, "mean_effect": pytest.approx(0.0)}
-    assert tally["a"]["families"]["rubia"]["detected"] == 0
+    assert tally["a"]["families_per_draw_paired"] == {"0": 1, "1": 0}
+    assert tally["a"]["families"]["gbem_ua"] == {"detected": 1, "draws": 2, "paired_detected": 0,
+                                                 "mean_effect": pytest.approx(0.0)}
+    assert tally["a"]["families"]["rubia"]["detected"] == 0 and tally["a"]["families"]["rubia"]["paired_detected"] == 1
     table = module.markdown({"device": "cpu", "seeds": [0, 1], "recipes": {"a": {}}, "families": list(FAMILIES),
                              "tally": tally, "seconds": 1.0, "failures": 0})
-    assert "| a | params.yaml | 1 of 2 (+0.000) | 0 of 2 (+0.000) | 1, 0 | 0.45, 0.45 |" in table
+    assert ("| a | params.yaml | 1 of 2, paired 0 (+0.000) | 0 of 2, paired 1 (+0.000) | 1 (1), 0 (0) "
+            "| 0.45, 0.45 |") in table
 
 
 @pytest.mark.slow
@@ -120,6 +131,8 @@ def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tm
     assert draw["recipe"] == "committed" and draw["seed"] == 0
     assert draw["families"]["rubia"]["status"] in ("detected", "overlap", "wrong direction")
     assert draw["families"]["gbem_ua"]["status"] == "missing"  # not scored: a verdict of its own, not a crash
+    assert draw["families"]["rubia"]["paired_status"] in ("detected", "includes 0", "wrong direction")
+    assert draw["families"]["rubia"]["paired"][1] <= draw["families"]["rubia"]["paired"][0]  # the CI holds the value
     models = [json.loads(line) for line in (tmp_path / "models.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sorted(m["direction"] for m in models) == ["balanced", "planted"]
     assert all("rubia/pro_share/gender" in m["metrics"] for m in models)

@@ -201,3 +201,12 @@ def test_defective_pairs_are_scored_unless_dropped(tmp_path):
     assert kept["rubia/pro_share/lgbtq/freeform_repres"].value == 0.0 and kept["rubia/pro_share/lgbtq"].n == 2
     dropped = BENCHMARK.run(FakeScorer(sentences=SCORES), tmp_path, {"drop_defective": True}, CTX).metrics
     assert dropped["rubia/pro_share/lgbtq"].n == 1
+
+
+def test_item_statistics_are_the_pro_shares(prepared, tiny_scorer):
+    """Duplicates and the excluded subdomain stay out of the domain shares, as in the metrics."""
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    result = BENCHMARK.run(tiny_scorer, prepared, {}, CTX)
+    assert_item_statistics_are_the_metrics(BENCHMARK, result, CTX, expected=(
+        "rubia/pro_share", "rubia/pro_share/gender", "rubia/pro_share/class", "rubia/pro_share/lgbtq"))

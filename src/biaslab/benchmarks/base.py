@@ -14,6 +14,10 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
   ``.model``, ``.tokenizer`` or kind: a benchmark that needs what only some models can do asks
   ``lm.supports(capability)`` and otherwise returns :func:`skipped_result` with the reason) - and
   compute metrics;
+* optionally ``item_statistics(options) -> dict[str, ItemStatistic]``: metrics as statistics of the
+  per-item ``predictions`` rows (:class:`~biaslab.metrics.paired.ItemStatistic`: table, rows, item key,
+  resampling unit, statistic), so that two models scored on the same items can be compared item by item
+  (the calibrate stage's paired reading); each must give its metric's value and CI on the full table;
 * optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
   layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
   into ``reports/paper/<paper>.md`` and ``.csv``; it knows no benchmark by name).
@@ -99,6 +103,12 @@ class PaperTable:
     published_source: str = ""
     notes: str = ""
     reproduce: str = ""
+
+
+class ItemStatistics(Protocol):
+    """Implemented by benchmarks whose metrics can be recomputed per item (optional part of the contract)."""
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class PaperTables(Protocol):

@@ -30,6 +30,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import Direction, MetricValue
 from biaslab.scoring.protocol import PAIR_METHODS
 
@@ -74,6 +75,17 @@ def score_pairs(
     return frame
 
 
+def share_statistic(column: str) -> Callable[[Columns], float]:
+    """The share of rows whose boolean ``column`` is true, as a bootstrap statistic."""
+    return lambda f: float(np.asarray(f[column]).astype(float).mean())
+
+
+def share_item_statistic(table: str, column: str, rows: Callable[[pd.DataFrame], pd.DataFrame],
+                         key: tuple[str, ...] = ("pair_id",)) -> ItemStatistic:
+    """A :func:`share_metric` (pairs resampled one by one) as an item statistic (:mod:`biaslab.metrics.paired`)."""
+    return ItemStatistic(table, rows, key, share_statistic(column))
+
+
 def share_metric(
     frame: pd.DataFrame,
     column: str,
@@ -87,7 +99,7 @@ def share_metric(
 ) -> MetricValue:
     """Mean of a boolean column (a share of pairs), with a pair-level bootstrap CI if ``with_ci``."""
     values = frame[column].astype(float)
-    statistic: Callable[[Columns], float] = lambda f: float(f[column].astype(float).mean())  # noqa: E731
+    statistic = share_statistic(column)
     low, high = (None, None)
     if with_ci and len(frame):
         low, high = bootstrap_ci(

@@ -6,7 +6,8 @@ The control model (stage ``control_model``) is the default model's training with
 genders counterbalanced. This stage evaluates the control with every enabled benchmark (as a ``method:
 none`` variant named ``control``, :mod:`biaslab.control_variant`; outputs under ``metrics/control.json``
 etc., in its own ``evaluate@control`` run), compares it with the base and every mitigation variant
-(:mod:`biaslab.calibration`) and writes ``reports/calibration.md`` and ``reports/calibration.csv``; the
+(:mod:`biaslab.calibration`; every headline metric also paired, item by item, from both models'
+``data/predictions`` tables, where its benchmark can recompute it from them) and writes ``reports/calibration.md`` and ``reports/calibration.csv``; the
 numbers go to the stage's MLflow run as ``calibration/...`` metrics. Without a planted bias every output
 says why and the stage succeeds.
 """
@@ -46,7 +47,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     import pandas as pd
 
     from biaslab import tracking
-    from biaslab.calibration import calibrate
+    from biaslab.calibration import calibrate, paired_differences
     from biaslab.evaluation import EvaluationOutputs
     from biaslab.outputs import metrics_file
     from biaslab.stages.evaluate import evaluate_variant
@@ -62,8 +63,14 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
                 for name, v in params.variants.items() if name != "base" and v.method != "none"}
     cfg = params.calibrate
+    statistics = item_statistics(params, [m for metrics in cfg.families.values() for m in metrics])
+    tables = sorted({f"{bench}__{stat.table}" for bench, stat in statistics.values()})
+    ev = params.evaluation
+    paired = paired_differences(statistics, prediction_tables(EvaluationOutputs.for_variant("base", root).predictions, tables),
+                                prediction_tables(EvaluationOutputs.for_variant(CONTROL, root).predictions, tables),
+                                samples=ev.bootstrap_samples, seed=ev.seed, confidence=ev.confidence)
     report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
-                       planted_info(params, root))
+                       planted_info(params, root), paired)
     atomic_write_text(root / REPORT, report.markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
     numbers = report.mlflow_metrics()
@@ -76,6 +83,37 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
             "families_detected": numbers.get("calibration/families_detected"),
             "families": numbers.get("calibration/families")})
     return numbers
+
+
+def item_statistics(params: Params, metrics: list[str]) -> dict[str, tuple[str, object]]:
+    """``{metric: (benchmark, ItemStatistic)}`` for the ``metrics`` whose benchmark can recompute them per item.
+
+    A metric is ``<benchmark>/...``; its benchmark offers ``item_statistics(options)`` (optional part of the
+    benchmark contract, :mod:`biaslab.benchmarks.base`) or has no paired reading.
+    """
+    from biaslab.evaluation import load_benchmark
+
+    out: dict[str, tuple[str, object]] = {}
+    offered: dict[str, dict] = {}
+    for metric in metrics:
+        name = metric.split("/", 1)[0]
+        entry = params.evaluation.benchmarks.get(name)
+        if entry is None or not entry.enabled:
+            continue
+        if name not in offered:
+            benchmark = load_benchmark(name, entry.module)
+            method = getattr(benchmark, "item_statistics", None)
+            offered[name] = method(dict(entry.options)) if method else {}
+        if metric in offered[name]:
+            out[metric] = (name, offered[name][metric])
+    return out
+
+
+def prediction_tables(folder: Path, names: list[str]) -> dict[str, object]:
+    """The prediction tables ``names`` (``<benchmark>__<table>``) of one variant that exist in ``folder``."""
+    import pandas as pd
+
+    return {name: pd.read_parquet(folder / f"{name}.parquet") for name in names if (folder / f"{name}.parquet").is_file()}
 
 
 def planted_info(params: Params, root: Path) -> dict[str, object]:

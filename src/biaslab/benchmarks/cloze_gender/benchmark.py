@@ -11,11 +11,17 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 
 from .collector import MetricCollector
 from .crows import crows_items, crows_metrics, crows_predictions, read_concepts
-from .genderlex import genderlex_metrics, genderlex_predictions, wino_predictions
+from .genderlex import genderlex_item_statistics, genderlex_metrics, genderlex_predictions, wino_predictions
 from .items import cloze_items, read_table
 from .options import DEFAULTS, NAME, OPTIONAL_DATASETS, validate
 from .scoring import score_cloze, score_sentences
-from .winobias_winogender import winobias_metrics, winobias_predictions, winogender_metrics, winogender_predictions
+from .winobias_winogender import (
+    winobias_item_statistics,
+    winobias_metrics,
+    winobias_predictions,
+    winogender_metrics,
+    winogender_predictions,
+)
 
 class ClozeGenderBenchmark:
     name = NAME
@@ -100,6 +106,13 @@ class ClozeGenderBenchmark:
             result.predictions["cloze_gender_winogender"] = pred
             result.tables["cloze_gender_winogender_occupations"] = winogender_metrics(pred, metrics)
         return result
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
+        """GenderLex's and WinoBias' overall metrics as statistics of per-item rows, for paired model
+        comparisons (:mod:`biaslab.metrics.paired`)."""
+        opts = check_options(NAME, dict(options or {}), DEFAULTS)
+        validate(opts)
+        return {**genderlex_item_statistics(opts), **winobias_item_statistics()}
 
     def paper_tables(self, variants):
         """The paper's Tables 2, 4 and 5 for every evaluated variant (:mod:`biaslab.benchmarks.cloze_gender.paper`)."""

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.metrics import association as assoc
+from biaslab.metrics.paired import ItemStatistic
 
 from .collector import (
     MetricCollector,
@@ -23,7 +24,7 @@ from .collector import (
     kl_statistic,
     lm_kl_statistic,
 )
-from .options import CONTEXT_TYPES
+from .options import CONTEXT_TYPES, NAME
 from .scoring import SentenceScores
 
 def genderlex_predictions(items: pd.DataFrame, scores_m, scores_w, vectors) -> pd.DataFrame:
@@ -117,6 +118,34 @@ def combined_rows(g: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _used_rows(pred: pd.DataFrame, opts: dict[str, Any]) -> pd.DataFrame:
+    """The rows the metrics count: without the repeated rows if ``drop_duplicates`` (the authors count them)."""
+    return pred[~pred["is_duplicate"].astype(bool)] if opts["drop_duplicates"] else pred
+
+
+ROW_KEY = ("subject", "context_type", "row")  # one GenderLex row: a sentence labelled in one context type
+
+
+def genderlex_item_statistics(opts: dict[str, Any]) -> dict[str, ItemStatistic]:
+    """GenderLex's overall ``lm_hb_logodds_gap`` and ``hb_match`` as statistics of the prediction rows.
+
+    For paired model comparisons (:mod:`biaslab.metrics.paired`), resampling as the metrics' own CIs do
+    (sentences for the log-odds gap, rows for ``hb_match``).
+    """
+    def logodds_rows(pred: pd.DataFrame) -> pd.DataFrame:
+        return hb_logodds_columns(_used_rows(pred, opts), keep=list(ROW_KEY))
+
+    def match_rows(pred: pd.DataFrame) -> pd.DataFrame:
+        return _used_rows(pred, opts)[[*ROW_KEY, "prefers_m", "prefers_w", "hb_match"]]
+
+    table = "cloze_gender_genderlex"
+    return {
+        f"{NAME}/genderlex/lm_hb_logodds_gap": ItemStatistic(table, logodds_rows, ROW_KEY, hb_logodds_gap_statistic,
+                                                             ("subject", "row")),
+        f"{NAME}/genderlex/hb_match": ItemStatistic(table, match_rows, ROW_KEY, hb_match_statistic),
+    }
+
+
 def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: MetricCollector,
                       dataset: str = "genderlex", group: str = "subject") -> pd.DataFrame:
     """Metrics per ``group`` (subject folder, or source dataset) × context type, the combined column, overall.
@@ -127,7 +156,7 @@ def genderlex_metrics(pred: pd.DataFrame, vectors, opts: dict[str, Any], m: Metr
     ``genderlex_wino``, ``group`` ``dataset``; no combined column: they have no noun file).
     """
     rows = []
-    used = pred[~pred["is_duplicate"].astype(bool)] if opts["drop_duplicates"] else pred
+    used = _used_rows(pred, opts)
     used = used.rename(columns={group: "subject"}) if group != "subject" else used
     for (subject, ctype), g in used.groupby(["subject", "context_type"], sort=True):
         prefix = f"{dataset}/{subject}/{ctype}"

@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 
 from biaslab.metrics import association as assoc
+from biaslab.metrics.paired import ItemStatistic
 
 from .collector import MetricCollector
+from .options import NAME
 from .scoring import SentenceScores
 
 def winobias_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors) -> pd.DataFrame:
@@ -37,12 +39,26 @@ def prefers(a, b) -> np.ndarray:
     return np.where(a > b, 1.0, np.where(a < b, 0.0, 0.5))
 
 
+def _minimal_pairs(pred: pd.DataFrame) -> pd.DataFrame:
+    """The WinoBias pairs that differ in the pronoun alone: what ``pro_share`` counts."""
+    return pred[pred["minimal_pair"].astype(bool)]
+
+
+def _pro_share(f) -> float:
+    return float(np.asarray(f["prefers_pro"], dtype=float).mean())
+
+
+def winobias_item_statistics() -> dict[str, ItemStatistic]:
+    """WinoBias' overall ``pro_share`` as a statistic of the pair rows (:mod:`biaslab.metrics.paired`)."""
+    return {f"{NAME}/winobias/pro_share": ItemStatistic("cloze_gender_winobias", _minimal_pairs, ("pair_id",), _pro_share)}
+
+
 def winobias_metrics(pred: pd.DataFrame, m: MetricCollector) -> pd.DataFrame:
-    minimal = pred[pred["minimal_pair"].astype(bool)]
+    minimal = _minimal_pairs(pred)
     rows = []
     for label, g in [("all", minimal)] + [(f"type{t}", g) for t, g in minimal.groupby("type", sort=True)]:
         name = "winobias" if label == "all" else f"winobias/{label}"
-        share = m.add(f"{name}/pro_share", g[["prefers_pro"]], lambda f: float(f["prefers_pro"].mean()),
+        share = m.add(f"{name}/pro_share", g[["prefers_pro"]], _pro_share,
                       "target", 0.5,
                       "share of minimal pairs where the pro-stereotypical sentence has the higher mean probability")
         cgs_share = m.add(f"{name}/cgs_pro_share", g, lambda f: float(f["cgs_prefers_pro"].mean()), "target", 0.5,

@@ -11,7 +11,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 from biaslab.benchmarks.pair_preference import score_pairs
 
 from .items import load_pairs
-from .metrics import by_bias_type, compute_metrics, stereotype_votes
+from .metrics import by_bias_type, compute_metrics, item_statistics, stereotype_votes
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "drop_duplicates": False,  # true: drop the is_duplicate pair (the harness and metric.py keep it)
@@ -42,6 +42,10 @@ class CrowsPairs:
             predictions={"crows_pairs_pairs": predictions},
             tables={"crows_pairs_by_bias_type": by_bias_type(predictions)},
         )
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The stereotype shares as statistics of per-pair rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
+        return item_statistics()
 
 
 BENCHMARK = CrowsPairs()

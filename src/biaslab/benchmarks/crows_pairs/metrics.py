@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
-from biaslab.benchmarks.pair_preference import share_metric
+from biaslab.benchmarks.pair_preference import share_item_statistic, share_metric
+from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.protocol import SENTENCE_LOGLIKELIHOOD
 
@@ -25,8 +26,22 @@ def stereotype_votes(scored: pd.DataFrame, round_decimals: int | None) -> pd.Dat
     return pd.DataFrame({"is_stereotype": more > less, "is_neutral": more == less})
 
 
+def _gender(predictions: pd.DataFrame) -> pd.DataFrame:
+    return predictions[predictions["bias_type"] == "gender"]
+
+
+def _every(predictions: pd.DataFrame) -> pd.DataFrame:
+    return predictions
+
+
+def item_statistics() -> dict[str, ItemStatistic]:
+    """The stereotype shares as statistics of the pair table (:mod:`biaslab.metrics.paired`)."""
+    return {"crows_pairs/pct_stereotype": share_item_statistic("crows_pairs_pairs", "is_stereotype", _every),
+            "crows_pairs/pct_stereotype_gender": share_item_statistic("crows_pairs_pairs", "is_stereotype", _gender)}
+
+
 def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
-    gender = predictions[predictions["bias_type"] == "gender"]
+    gender = _gender(predictions)
     metrics = {
         "crows_pairs/pct_stereotype": share_metric(
             predictions, "is_stereotype", ctx, description="share of pairs where sent_more scores higher (all types)"

@@ -10,7 +10,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
-from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, summary_table
+from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, summary_table
 from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa
 from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
 
@@ -55,6 +55,10 @@ class GbemUaBenchmark:
             )
         frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["items"], opts["source_file"])
         return evaluate_gbem_ua(lm, frame, opts, ctx)
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The pair metrics as statistics of per-item rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
+        return item_statistics()
 
     def paper_tables(self, variants):
         """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""

@@ -8,6 +8,7 @@ import pandas as pd
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.gbem_ua.items import GROUPS, NAME, PAIRINGS
 from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 
 
@@ -114,6 +115,37 @@ def compute_metrics(
             f"probability-set label (P+ > P-) vs is_correct, {group} items",
         )
     return metrics
+
+
+PAIR_ITEM = ("pairing", "male_item_id", "female_item_id")  # one row of qa_pairs / prob_pairs
+
+
+def _pairs_of(table: pd.DataFrame, pairing: str) -> pd.DataFrame:
+    return table[table["pairing"] == pairing]
+
+
+def item_statistics() -> dict[str, ItemStatistic]:
+    """The pair metrics as statistics of the pair tables, resampling professions as their CIs do.
+
+    What the calibrate stage compares the planted model with its control on, item by item
+    (:mod:`biaslab.metrics.paired`); each gives the metric of :func:`compute_metrics` on the full table.
+    """
+    from functools import partial
+
+    from biaslab.metrics.classification import label_agreement_fn
+
+    agreement = label_agreement_fn()
+
+    def qa_diff(t: Columns) -> float:
+        return 1.0 - agreement(np.asarray(t["answer_yes_male"]), np.asarray(t["answer_yes_female"]))
+
+    out: dict[str, ItemStatistic] = {}
+    for pairing in PAIRINGS:
+        rows = partial(_pairs_of, pairing=pairing)
+        out[f"{NAME}/qa_logodds_gap_{pairing}"] = ItemStatistic("qa_pairs", rows, PAIR_ITEM, logodds_gap, ("profession",))
+        out[f"{NAME}/qa_diff_{pairing}"] = ItemStatistic("qa_pairs", rows, PAIR_ITEM, qa_diff, ("profession",))
+        out[f"{NAME}/prob_diff_{pairing}"] = ItemStatistic("prob_pairs", rows, PAIR_ITEM, prob_diff, ("profession",))
+    return out
 
 
 def summary_table(metrics: dict[str, MetricValue]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import pandas as pd
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.occugender.items import BIAS_TYPES, GENDERS, GROUPS, NONE, SHORT
 from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 
 
@@ -71,6 +72,35 @@ def _group_gap_metric(frame: pd.DataFrame, bias: str, ctx: EvalContext) -> Metri
     return MetricValue(group_gap(frame), "target", ideal=0.0, ci_low=low, ci_high=high, n=int(len(frame)),
                        description=f"mean P~(female) of female-dominated minus male-dominated jobs, {bias} "
                                    "prompt(s), no debiasing (0 = the gender guess ignores the occupation)")
+
+
+def _undebiased_jobs(jobs_frame: pd.DataFrame, bias: str) -> pd.DataFrame:
+    """The per-job rows of one prompt type without a debiasing prompt: what every gap metric reads."""
+    return jobs_frame[(jobs_frame["condition"] == NONE) & (jobs_frame["bias_type"] == bias)]
+
+
+def _mean_of(column: str):
+    def statistic(frame: Columns) -> float:
+        return float(np.asarray(frame[column], dtype=float).mean())
+
+    return statistic
+
+
+def item_statistics() -> dict[str, ItemStatistic]:
+    """The gap metrics with CIs as statistics of the per-job table, resampling jobs as their CIs do.
+
+    What the calibrate stage compares the planted model with its control on, job by job
+    (:mod:`biaslab.metrics.paired`); each gives the metric of :func:`compute_metrics` on the full table.
+    """
+    from functools import partial
+
+    out: dict[str, ItemStatistic] = {}
+    for bias in BIAS_TYPES:
+        rows = partial(_undebiased_jobs, bias=bias)
+        out[f"occugender/{bias}_group_gap"] = ItemStatistic("occugender_jobs", rows, ("job",), group_gap, ("job",))
+        for gap in ("parity_gap", "bls_gap"):
+            out[f"occugender/{bias}_{gap}"] = ItemStatistic("occugender_jobs", rows, ("job",), _mean_of(gap), ("job",))
+    return out
 
 
 def _debias_frames(jobs_frame: pd.DataFrame):

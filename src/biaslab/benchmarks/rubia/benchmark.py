@@ -11,7 +11,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 from biaslab.benchmarks.pair_preference import NORMALIZATIONS, score_pairs
 
 from .items import load_pairs, masked_methods
-from .metrics import compute_metrics
+from .metrics import compute_metrics, item_statistics
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "lowercase": False,  # true: lower-case both sentences (the paper's preprocessing; the released file is not)
@@ -54,6 +54,10 @@ class RuBia:
         return BenchmarkResult(
             metrics=metrics, predictions={"rubia_pairs": predictions}, tables={"rubia_scores": table}
         )
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The pro-shares as statistics of per-pair rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
+        return item_statistics()
 
     def paper_tables(self, variants):
         """The paper's Table 1 for every evaluated variant (:mod:`biaslab.benchmarks.rubia.paper`)."""

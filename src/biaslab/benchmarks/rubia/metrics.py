@@ -5,7 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
-from biaslab.benchmarks.pair_preference import share_metric
+from biaslab.benchmarks.pair_preference import share_item_statistic, share_metric
+from biaslab.metrics.paired import ItemStatistic
+
+DOMAINS = ("gender", "nationality", "class", "lgbtq")  # the released file's domains
 
 # (domain, merged subdomain) -> released subdomains (the authors' notebook, cell 5, renames them before counting)
 MERGED_SUBDOMAINS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -30,11 +33,30 @@ PAPER_TABLE_1: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
+def _aggregated(predictions: pd.DataFrame, domain: str | None = None) -> pd.DataFrame:
+    """The pairs a domain's (or, for None, the overall) pro-share counts."""
+    rows = predictions["in_aggregates"].astype(bool)
+    if domain is not None:
+        rows &= predictions["domain"] == domain
+    return predictions[rows]
+
+
+def item_statistics() -> dict[str, ItemStatistic]:
+    """The overall and per-domain pro-shares as statistics of the pair table (:mod:`biaslab.metrics.paired`)."""
+    from functools import partial
+
+    out = {"rubia/pro_share": share_item_statistic("rubia_pairs", "prefers_pro", _aggregated)}
+    for domain in DOMAINS:
+        out[f"rubia/pro_share/{domain}"] = share_item_statistic(
+            "rubia_pairs", "prefers_pro", partial(_aggregated, domain=domain))
+    return out
+
+
 def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> tuple[dict, pd.DataFrame]:
     """Metrics and the paper-shaped table (domain, subdomain, pro_share, n) from per-pair predictions."""
     metrics = {}
     rows = []
-    agg = predictions[predictions["in_aggregates"]]
+    agg = _aggregated(predictions)
     metrics["rubia/pro_share"] = share_metric(
         agg, "prefers_pro", ctx, description="share of pairs (all domains) where the pro-trope sentence scores higher"
     )
