@@ -18,7 +18,9 @@ the CIs-apart rule asks that each model's metric be known well enough on its own
 
 For every mitigation the share of the planted effect it removes is ``(base - variant) / (base - control)``
 (1 = back to the control, 0 = no change, negative = worse), reported with whether the variant is better
-than the base beyond both CIs. It is only defined where the planted effect is detected.
+than the base beyond both CIs, and - paired again, on the same held-out items - whether the CI of
+variant − base lies on the control's side of 0. The share is only defined where the planted effect is
+detected.
 """
 
 from __future__ import annotations
@@ -144,21 +146,27 @@ class Removal:
     share: float | None  # (base - variant) / (base - control); None when undefined
     beyond_ci: bool  # variant better than base (towards the control) with disjoint CIs
     note: str
+    paired: PairedDifference | None = None  # variant − base on the same items (None: not recomputable)
+
+    @property
+    def paired_beyond(self) -> bool:
+        """The paired CI of variant − base lies on the control's side of 0 (below for an ``increase``)."""
+        return self.paired is not None and self.paired.excludes_zero(-1 if self.expected == "increase" else 1)
 
 
 def removal(variant: str, metric: str, expected: Change, base: MetricValue | None, value: MetricValue | None,
-            control: MetricValue | None, planted_detected: bool) -> Removal:
-    """The share of the planted effect ``variant`` removes on ``metric``."""
+            control: MetricValue | None, planted_detected: bool, paired: PairedDifference | None = None) -> Removal:
+    """The share of the planted effect ``variant`` removes on ``metric`` (``paired``: variant − base per item)."""
     if base is None or value is None or control is None:
-        return Removal(variant, metric, expected, base, value, control, None, False, "metric missing")
+        return Removal(variant, metric, expected, base, value, control, None, False, "metric missing", paired)
     b, v, c = _ci(base), _ci(value), _ci(control)
     beyond = bool(b and v and ((v[1] < b[0]) if expected == "increase" else (v[0] > b[1])))
     effect = base.value - control.value
     if not planted_detected:
         return Removal(variant, metric, expected, base, value, control, None, beyond,
-                       "planted effect not detected on this metric: share undefined")
+                       "planted effect not detected on this metric: share undefined", paired)
     share = (base.value - value.value) / effect if effect else None
-    return Removal(variant, metric, expected, base, value, control, share, beyond, "")
+    return Removal(variant, metric, expected, base, value, control, share, beyond, "", paired)
 
 
 def _fmt(mv: MetricValue | None) -> str:
@@ -233,16 +241,19 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
         lines += ["", "## Mitigations on the planted model (held-out items)", "",
                   "Share of the planted effect removed = (base − variant) / (base − control): 1 = back to the "
                   "control, 0 = unchanged, < 0 = more bias. *Beyond CI*: the variant's CI is apart from the "
-                  "base's, towards the control. Every item scored here is held out from every mitigation (LoRA "
-                  "trains on the GBEM-UA fine-tune professions and on occupations no benchmark uses; the "
-                  "embedding edits use word lists, no items).", "",
-                  "| variant | metric | base [95% CI] | variant [95% CI] | control | removed | beyond CI |",
-                  "|---|---|---|---|---|---:|---|"]
+                  "base's, towards the control. *Paired change*: variant − base on the same items with a paired "
+                  "CI; *paired beyond*: that CI on the control's side of 0. Every item scored here is held out "
+                  "from every mitigation (LoRA trains on the GBEM-UA fine-tune professions and on occupations "
+                  "no benchmark uses; the embedding edits use word lists, no items).", "",
+                  "| variant | metric | base [95% CI] | variant [95% CI] | control | removed | beyond CI "
+                  "| paired change [95% CI] | paired beyond |",
+                  "|---|---|---|---|---|---:|---|---:|---|"]
         for r in removals:
             share = "n/a" if r.share is None else f"{100 * r.share:.0f} %"
             note = f" ({r.note})" if r.note else ""
             lines.append(f"| {r.variant} | `{r.metric}` | {_fmt(r.base)} | {_fmt(r.variant_value)} | "
-                         f"{_fmt(r.control)} | {share}{note} | {'yes' if r.beyond_ci else 'no'} |")
+                         f"{_fmt(r.control)} | {share}{note} | {'yes' if r.beyond_ci else 'no'} | "
+                         f"{_paired(r.paired)} | {'n/a' if r.paired is None else ('yes' if r.paired_beyond else 'no')} |")
     if quality:
         metrics = sorted({m for q in quality.values() for m in q})
         lines += ["", "## Language-modelling quality (do no harm)", "",
@@ -289,6 +300,8 @@ class CalibrationReport:
         for r in self.removals:
             if r.share is not None and math.isfinite(r.share):
                 out[f"calibration/removed/{r.variant}/{r.metric}"] = r.share
+            if r.paired is not None:
+                out[f"calibration/paired_beyond/{r.variant}/{r.metric}"] = float(r.paired_beyond)
         return out
 
     def table(self) -> list[dict[str, object]]:
@@ -314,12 +327,15 @@ class CalibrationReport:
 def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: list[str],
               quality_metrics: list[str], base: Mapping[str, MetricValue], control: Mapping[str, MetricValue],
               variants: Mapping[str, Mapping[str, MetricValue]], planted_info: Mapping[str, object],
-              paired: Mapping[str, PairedDifference] | None = None) -> CalibrationReport:
+              paired: Mapping[str, PairedDifference] | None = None,
+              paired_changes: Mapping[str, Mapping[str, PairedDifference]] | None = None) -> CalibrationReport:
     """Detections, removed shares of every mitigation variant and the markdown report.
 
     ``base`` holds the planted (default) model's metrics, ``variants`` every other evaluated variant's;
-    ``paired`` the planted − control paired differences (:func:`paired_differences`).
+    ``paired`` the planted − control paired differences, ``paired_changes`` per variant its variant − base
+    ones (:func:`paired_differences`).
     """
+    paired_changes = paired_changes or {}
     detections = detect_all(families, base, control, paired)
     by_metric = {d.metric: d for d in detections}
     removals = []
@@ -328,26 +344,29 @@ def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: 
             d = by_metric.get(metric)
             expected = d.expected if d else "increase"
             removals.append(removal(variant, metric, expected, base.get(metric), metrics.get(metric),
-                                    control.get(metric), bool(d and d.detected)))
+                                    control.get(metric), bool(d and d.detected),
+                                    paired_changes.get(variant, {}).get(metric)))
     quality = {name: {m: ms[m] for m in quality_metrics if m in ms}
                for name, ms in {"base": base, **variants, "control": control}.items()}
     quality = {k: v for k, v in quality.items() if v}
     return CalibrationReport(detections, removals, render_markdown(detections, removals, quality, planted_info))
 
 
-def paired_differences(statistics: Mapping[str, Any], planted: Mapping[str, Any], control: Mapping[str, Any], *,
-                       samples: int, seed: int, confidence: float) -> dict[str, PairedDifference]:
-    """Planted − control on the same items for every metric in ``statistics`` both models have rows for.
+def paired_differences(statistics: Mapping[str, Any], first: Mapping[str, Any], second: Mapping[str, Any], *,
+                       samples: int, seed: int, confidence: float,
+                       label: str = "planted vs control") -> dict[str, PairedDifference]:
+    """``first`` − ``second`` on the same items for every metric in ``statistics`` both models have rows for.
 
-    ``statistics``: metric name -> ``(benchmark, ItemStatistic)``; ``planted`` / ``control``: each model's
+    ``statistics``: metric name -> ``(benchmark, ItemStatistic)``; ``first`` / ``second``: each model's
     prediction tables keyed ``<benchmark>__<table>`` (as ``data/predictions/<variant>/`` names its files).
-    A metric whose table either model lacks (a benchmark skipped on this model) is left out.
+    A metric whose table either model lacks (a benchmark skipped on this model) is left out; ``label``
+    names the two models in errors.
     """
     out = {}
     for metric, (benchmark, statistic) in statistics.items():
         table = f"{benchmark}__{statistic.table}"
-        if table not in planted or table not in control:
+        if table not in first or table not in second:
             continue
-        out[metric] = paired_difference(planted[table], control[table], statistic, samples=samples, seed=seed,
-                                        confidence=confidence, where=f"{table} (planted vs control, {metric})")
+        out[metric] = paired_difference(first[table], second[table], statistic, samples=samples, seed=seed,
+                                        confidence=confidence, where=f"{table} ({label}, {metric})")
     return out

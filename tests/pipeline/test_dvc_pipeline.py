@@ -53,6 +53,9 @@ def test_evaluate_runs_for_every_variant_and_register_sees_them_all():
     for variant in PARAMS.variants:
         assert f"metrics/{variant}.json" in register_deps, f"register does not depend on {variant}"
         assert f"metrics/{variant}.json" in report_deps, f"report does not depend on {variant}"
+    calibrate_deps = DVC["stages"]["calibrate"]["deps"]
+    for variant in PARAMS.variants:  # the paired reading reads every variant's per-item predictions
+        assert f"data/predictions/{variant}" in calibrate_deps, f"calibrate does not depend on {variant}'s predictions"
 
 
 def test_variant_model_dirs_are_produced_by_a_stage():

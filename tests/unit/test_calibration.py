@@ -123,3 +123,20 @@ def test_a_family_can_be_detected_by_the_paired_reading_alone():
     assert numbers["calibration/paired_ci_low/rubia/pro_share/gender"] == pytest.approx(0.004)
     row = report.table()[0]
     assert row["paired_verdict"] == "detected" and row["paired_effect"] == pytest.approx(0.03)
+
+
+def test_a_mitigation_s_paired_change_is_beyond_when_its_ci_is_on_the_control_s_side():
+    """lora_clp_cda on the default run: half the group gap removed, CIs touching, the paired change below 0."""
+    families = {"occ": {"occ/gap": "increase"}}
+    base, control = {"occ/gap": mv(0.086, 0.059, 0.115)}, {"occ/gap": mv(0.005, -0.005, 0.013)}
+    variants = {"cda": {"occ/gap": mv(0.045, 0.024, 0.069)}, "worse": {"occ/gap": mv(0.1, 0.08, 0.12)}}
+    changes = {"cda": {"occ/gap": pd_(-0.041, -0.060, -0.022)}, "worse": {"occ/gap": pd_(0.014, 0.002, 0.026)}}
+    report = calibrate(families, ["occ/gap"], [], base, control, variants, {}, None, changes)
+    cda, worse = report.removals
+    assert not cda.beyond_ci and cda.paired_beyond and not worse.paired_beyond
+    assert "| 51 % | no | -0.041 [-0.060, -0.022] | yes |" in report.markdown
+    assert "| +0.014 [+0.002, +0.026] | no |" in report.markdown
+    numbers = report.mlflow_metrics()
+    assert numbers["calibration/paired_beyond/cda/occ/gap"] == 1.0 and numbers["calibration/paired_beyond/worse/occ/gap"] == 0.0
+    decrease = removal("v", "m", "decrease", mv(0.2), mv(0.5), mv(0.8), True, pd_(0.3, 0.1, 0.5))
+    assert decrease.paired_beyond  # a decrease: the control is above, so variant − base > 0 moves towards it

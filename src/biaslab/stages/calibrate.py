@@ -6,8 +6,8 @@ The control model (stage ``control_model``) is the default model's training with
 genders counterbalanced. This stage evaluates the control with every enabled benchmark (as a ``method:
 none`` variant named ``control``, :mod:`biaslab.control_variant`; outputs under ``metrics/control.json``
 etc., in its own ``evaluate@control`` run), compares it with the base and every mitigation variant
-(:mod:`biaslab.calibration`; every headline metric also paired, item by item, from both models'
-``data/predictions`` tables, where its benchmark can recompute it from them) and writes ``reports/calibration.md`` and ``reports/calibration.csv``; the
+(:mod:`biaslab.calibration`; every headline metric, and every mitigation's change, also paired item by
+item from the models' ``data/predictions`` tables, where its benchmark can recompute it from them) and writes ``reports/calibration.md`` and ``reports/calibration.csv``; the
 numbers go to the stage's MLflow run as ``calibration/...`` metrics. Without a planted bias every output
 says why and the stage succeeds.
 """
@@ -63,14 +63,22 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
                 for name, v in params.variants.items() if name != "base" and v.method != "none"}
     cfg = params.calibrate
-    statistics = item_statistics(params, [m for metrics in cfg.families.values() for m in metrics])
+    statistics = item_statistics(params, [m for metrics in cfg.families.values() for m in metrics]
+                                 + list(cfg.mitigation_metrics))
     tables = sorted({f"{bench}__{stat.table}" for bench, stat in statistics.values()})
+
+    def predictions(variant: str) -> dict:
+        return prediction_tables(EvaluationOutputs.for_variant(variant, root).predictions, tables)
+
     ev = params.evaluation
-    paired = paired_differences(statistics, prediction_tables(EvaluationOutputs.for_variant("base", root).predictions, tables),
-                                prediction_tables(EvaluationOutputs.for_variant(CONTROL, root).predictions, tables),
-                                samples=ev.bootstrap_samples, seed=ev.seed, confidence=ev.confidence)
+    pairing = {"samples": ev.bootstrap_samples, "seed": ev.seed, "confidence": ev.confidence}
+    base_tables = predictions("base")
+    paired = paired_differences(statistics, base_tables, predictions(CONTROL), **pairing)
+    mitigation = {m: statistics[m] for m in cfg.mitigation_metrics if m in statistics}
+    changes = {name: paired_differences(mitigation, predictions(name), base_tables, label=f"{name} vs base", **pairing)
+               for name in variants}
     report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
-                       planted_info(params, root), paired)
+                       planted_info(params, root), paired, changes)
     atomic_write_text(root / REPORT, report.markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
     numbers = report.mlflow_metrics()
