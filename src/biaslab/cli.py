@@ -300,13 +300,13 @@ def promote(
         _fail(str(exc))
 
     table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}")
-    for col in ("metric", "rule", "tol", variant, base, "result", "why"):
+    for col in ("metric", "rule", "asks", variant, base, "result", "why"):
         table.add_column(col, overflow="fold")
     for r in decision.results:
         v = _fmt(r.variant_value, *(r.variant_ci or (None, None)))
         b = _fmt(r.base_value, *(r.base_ci or (None, None)))
         verdict = "[green]PASS[/]" if r.passed else "[red]FAIL[/]"
-        table.add_row(r.metric, r.rule, f"{r.tolerance:g}", v, b, verdict, r.reason)
+        table.add_row(r.metric, r.rule, r.threshold, v, b, verdict, r.reason)
     console = _console()
     console.print(table)
     if decision.approved:

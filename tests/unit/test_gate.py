@@ -121,3 +121,14 @@ def test_min_share_on_a_lower_metric_uses_zero_and_a_higher_metric_fails_closed(
 def test_min_share_only_with_the_beyond_ci_rule():
     with pytest.raises(ValueError, match="min_share applies only to rule better_than_base_beyond_ci"):
         GateCondition(metric="m", rule="not_worse_than_base_minus", tolerance=0.05, min_share=0.5)
+
+
+def test_each_result_says_what_its_rule_asks():
+    """The `biaslab promote` table's "asks" column: min_share where set, the tolerance or bound elsewhere."""
+    base, variant = mv(0.935, 0.898, 0.967, "target", 0.0), mv(0.1, 0.08, 0.12, "target", 0.0)
+    shares = GateCondition(metric="m", rule="better_than_base_beyond_ci", min_share=0.5)
+    assert check_condition(shares, variant, base).threshold == "CIs apart, >= 50% removed"
+    assert check_condition(cond("better_than_base_beyond_ci"), variant, base).threshold == "CIs apart"
+    assert check_condition(cond("not_worse_than_base_minus", 0.05), variant, base).threshold == "tolerance 0.05"
+    assert check_condition(cond("at_most", 2.9), variant, base).threshold == "<= 2.9"
+    assert check_condition(cond("at_least", 0.4), variant, base).threshold == ">= 0.4"

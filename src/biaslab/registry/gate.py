@@ -30,6 +30,16 @@ class ConditionResult:
     direction: str | None
     passed: bool
     reason: str
+    min_share: float = 0.0  # better_than_base_beyond_ci: the share of the base's distance it must also remove
+
+    @property
+    def threshold(self) -> str:
+        """What the rule asks of the variant, in a few words (the ``biaslab promote`` table's column)."""
+        if self.rule == "better_than_base_beyond_ci":
+            return f"CIs apart, >= {self.min_share:.0%} removed" if self.min_share else "CIs apart"
+        if self.rule == "not_worse_than_base_minus":
+            return f"tolerance {self.tolerance:g}"
+        return f"{'<=' if self.rule == 'at_most' else '>='} {self.tolerance:g}"
 
 
 def _ci(mv: MetricValue) -> tuple[float, float] | None:
@@ -68,7 +78,7 @@ def check_condition(cond: GateCondition, variant: MetricValue | None, base: Metr
 
     def result(passed: bool, reason: str) -> ConditionResult:
         return ConditionResult(
-            metric=cond.metric, rule=rule, tolerance=t,
+            metric=cond.metric, rule=rule, tolerance=t, min_share=cond.min_share,
             variant_value=variant.value if variant else None, variant_ci=_ci(variant) if variant else None,
             base_value=base.value if base else None, base_ci=_ci(base) if base else None,
             direction=variant.direction if variant else (base.direction if base else None),
