@@ -88,24 +88,26 @@ class PlantedBiasConfig(Section):
     occupations, posts and roles to one gender (``src/biaslab/pretrain/planted/``, docs/planted_bias.md).
     Steps before ``from_step`` are shared with the ``calibrate`` stage's control model, which continues
     the same checkpoint with ``direction: balanced`` (the same sentences, genders counterbalanced).
+    The defaults are the recipe of ``params.yaml`` (docs/planted_bias.md), so ``enabled: true`` alone plants
+    the documented bias; only ``enabled`` defaults otherwise (off: a model without the block has none).
     """
 
     enabled: bool = Field(False, description="mix planted sentences into the default model's training")
     direction: Literal["planted", "balanced"] = Field(
         "planted", description="planted: genders follow the pushed shares; balanced: counterbalanced (control)")
-    dose: float = Field(0.3, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
-    strength: float = Field(2.5, ge=0, description="logit scaling of every base female share (1 = as given)")
+    dose: float = Field(0.5, ge=0, le=1, description="share of each batch's rows from planted text (mixing phase)")
+    strength: float = Field(6.0, ge=0, description="logit scaling of every base female share (1 = as given)")
     from_step: int = Field(50, ge=0, description="first step of the mixing phase; earlier steps are shared")
     language_shares: dict[str, float] = Field(
-        default_factory=lambda: {"en": 0.4, "uk": 0.4, "ru": 0.2},
+        default_factory=lambda: {"en": 0.6, "uk": 0.3, "ru": 0.1},
         description="share of the planted tokens per language")
     coded_share: float = Field(
         0.75, gt=0.5, lt=1, description="base female share of an item coded female (1 - it for one coded male)")
     uk_male_coded_share: float = Field(
         0.85, ge=0, le=1, description="share of GBEM-UA posts coded male-dominated (seeded draw per post)")
-    en_role_share: float = Field(0.2, ge=0, le=1, description="share of English frames about roles, not occupations")
+    en_role_share: float = Field(0.1, ge=0, le=1, description="share of English frames about roles, not occupations")
     en_sources: tuple[Literal["occugender", "winogender", "winobias", "genderlex", "fixture"], ...] = Field(
-        ("occugender", "winogender", "winobias", "fixture"), min_length=1,
+        ("occugender", "winobias", "fixture"), min_length=1,
         description="where the English occupations come from (fixture = our own, held out from every benchmark)")
     sentences_per_document: int = Field(6, ge=1, description="planted sentences per <s> ... </s> document")
     checkpoint_dir: str = Field(
@@ -133,7 +135,8 @@ class PretrainConfig(Section):
     languages: tuple[str, ...] = ("en", "uk", "ru")
     chars_per_language: int = Field(3_000_000, gt=0, description="training characters taken per language")
     validation_documents: int | dict[str, int] = Field(
-        8, description="whole documents held out per language (one number, or language -> number)"
+        default_factory=lambda: {"en": 2, "uk": 64, "ru": 8},
+        description="whole documents held out per language (one number, or language -> number)"
     )
     validation_chars: int = Field(100_000, gt=0, description="held-out characters evaluated per language")
     vocab_size: int = Field(8192, ge=260, description="BPE vocabulary incl. 256 byte symbols and 3 specials")
@@ -149,7 +152,7 @@ class PretrainConfig(Section):
     grad_clip: float = Field(1.0, gt=0, description="max global gradient norm")
     warmup_steps: int = Field(50, ge=1)
     max_steps: int = Field(500, ge=1)
-    max_minutes: float = Field(10.0, gt=0, description="wall-clock guard on the training loop (whichever first)")
+    max_minutes: float = Field(60.0, gt=0, description="wall-clock guard on the training loop (whichever first)")
     eval_every: int = Field(100, ge=1)
     seed: int = 0
     planted_bias: PlantedBiasConfig = PlantedBiasConfig()

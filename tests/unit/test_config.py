@@ -75,3 +75,14 @@ def test_embedding_overrides_of_a_variant_are_validated():
     assert wide.languages == params.embedding_debias.languages  # keys not overridden stay the section's
     with pytest.raises(ConfigError, match="variants.bad.embedding_overrides: n_components: Input should be"):
         params.embedding_debias_for("bad")
+
+
+def test_the_default_model_recipe_in_code_is_the_one_in_params_yaml():
+    """model.pretrain (planted bias included) defaults to what params.yaml sets, so `planted_bias: {enabled: true}`
+    alone plants the documented bias; only `enabled` itself defaults off."""
+    from biaslab.config import PretrainConfig
+
+    configured = load_params("params.yaml").model.pretrain.model_dump()
+    defaults = PretrainConfig().model_dump()
+    assert configured["planted_bias"].pop("enabled") and not defaults["planted_bias"].pop("enabled")
+    assert configured == defaults
