@@ -7,8 +7,9 @@ genders counterbalanced. This stage evaluates the control with every enabled ben
 none`` variant named ``control``, :mod:`biaslab.control_variant`; outputs under ``metrics/control.json``
 etc., in its own ``evaluate@control`` run), compares it with the base and every mitigation variant
 (:mod:`biaslab.calibration`; every headline metric, and every mitigation's change, also paired item by
-item from the models' ``data/predictions`` tables, where its benchmark can recompute it from them) and writes ``reports/calibration.md`` and ``reports/calibration.csv``; the
-numbers go to the stage's MLflow run as ``calibration/...`` metrics. Without a planted bias every output
+item from the models' ``data/predictions`` tables, where its benchmark can recompute it from them) and
+writes ``reports/calibration.md`` and ``reports/calibration.csv``; the numbers go to the stage's MLflow
+run as ``calibration/...`` metrics. Without a planted bias every output
 says why and the stage succeeds.
 """
 
