@@ -82,7 +82,8 @@ def init_repo(work: Path, env: dict[str, str]) -> None:
 def drop_variants(work: Path, names: Sequence[str]) -> None:
     """Remove variants from a copied pipeline: from ``params.yaml`` and from ``dvc.yaml`` (the ``foreach``
     lists that name them, and every dependency on ``models/<name>``, ``metrics/<name>.json`` or
-    ``reports/tables/<name>``), so ``dvc repro`` neither builds them nor waits for them."""
+    ``reports/tables/<name>`` or ``data/predictions/<name>``), so ``dvc repro`` neither builds them nor
+    waits for them."""
     import yaml
 
     names = set(names)
@@ -90,7 +91,8 @@ def drop_variants(work: Path, names: Sequence[str]) -> None:
     params = yaml.safe_load(params_file.read_text(encoding="utf-8"))
     params["variants"] = {k: v for k, v in params["variants"].items() if k not in names}
     params_file.write_text(yaml.safe_dump(params, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    produced = {p for n in names for p in (f"models/{n}", f"metrics/{n}.json", f"reports/tables/{n}")}
+    produced = {p for n in names
+                for p in (f"models/{n}", f"metrics/{n}.json", f"reports/tables/{n}", f"data/predictions/{n}")}
     pipeline = yaml.safe_load(dvc_file.read_text(encoding="utf-8"))
     for stage in pipeline["stages"].values():
         if isinstance(stage.get("foreach"), list):
