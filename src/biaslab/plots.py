@@ -37,11 +37,49 @@ def bias_vs_accuracy_figure(frame: pd.DataFrame, *, accuracy: str, bias: str) ->
     return fig
 
 
-def _err(row: pd.Series, name: str) -> list[list[float]] | None:
-    lo, hi = row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high")
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+def calibration_figure(rows: list[dict[str, Any]]) -> Any:
+    """One row of panels per benchmark family (its primary metric), from ``CalibrationReport.table()`` rows.
+
+    Left: the planted model's and the control's value with their 95 % CIs (the CIs-apart rule reads these);
+    right: planted − control with its paired 95 % CI and a line at 0 (the paired reading). Each title names
+    the metric and both verdicts, so the figure says what the table does, at a glance.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(rows), 2, figsize=(9, 1.6 * len(rows) + 0.6), squeeze=False)
+    for (left, right), row in zip(axes, rows):
+        for y, side, colour in ((1, "planted", "tab:red"), (0, "control", "tab:blue")):
+            value, low, high = row.get(side), row.get(f"{side}_ci_low"), row.get(f"{side}_ci_high")
+            if value is not None and pd.notna(value):
+                left.errorbar(value, y, xerr=_interval(value, low, high), fmt="o", color=colour, capsize=3)
+        left.set_yticks([0, 1], ["control", "planted"])
+        left.set_ylim(-0.6, 1.6)
+        left.set_title(f"{row['metric']}: {row['verdict']}", fontsize=8, loc="left")
+        paired, low, high = row.get("paired_effect"), row.get("paired_ci_low"), row.get("paired_ci_high")
+        right.axvline(0.0, color="grey", linewidth=0.8)
+        if paired is not None and pd.notna(paired):
+            right.errorbar(paired, 0, xerr=_interval(paired, low, high), fmt="s", color="black", capsize=3)
+        right.set_yticks([])
+        right.set_title(f"planted − control, paired: {row.get('paired_verdict', 'n/a')}", fontsize=8, loc="left")
+        for ax in (left, right):
+            ax.grid(True, axis="x", alpha=0.3)
+            ax.tick_params(labelsize=7)
+    fig.suptitle("Calibration: the planted bias per family (bars: 95 % CIs)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _interval(value: float, low: Any, high: Any) -> list[list[float]] | None:
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
         return None
-    return [[max(row[name] - lo, 0.0)], [max(hi - row[name], 0.0)]]
+    return [[max(value - low, 0.0)], [max(high - value, 0.0)]]
+
+
+def _err(row: pd.Series, name: str) -> list[list[float]] | None:
+    return _interval(row[name], row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high"))
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:

@@ -140,3 +140,26 @@ def test_a_mitigation_s_paired_change_is_beyond_when_its_ci_is_on_the_control_s_
     assert numbers["calibration/paired_beyond/cda/occ/gap"] == 1.0 and numbers["calibration/paired_beyond/worse/occ/gap"] == 0.0
     decrease = removal("v", "m", "decrease", mv(0.2), mv(0.5), mv(0.8), True, pd_(0.3, 0.1, 0.5))
     assert decrease.paired_beyond  # a decrease: the control is above, so variant − base > 0 moves towards it
+
+
+def test_the_calibration_figure_shows_both_readings_per_family(tmp_path):
+    """One row of panels per family: planted and control with CIs, then the paired difference around 0."""
+    from biaslab.plots import calibration_figure, save_figure
+
+    families = {"rubia": {"rubia/pro_share/gender": "increase", "rubia/other": "increase"},
+                "crows": {"crows/x": "increase"}}
+    base = {"rubia/pro_share/gender": mv(0.520, 0.488, 0.553), "crows/x": mv(0.477, 0.416, 0.538)}
+    control = {"rubia/pro_share/gender": mv(0.490, 0.462, 0.522), "crows/x": mv(0.492, 0.431, 0.554)}
+    paired = {"rubia/pro_share/gender": pd_(0.030, 0.004, 0.056)}
+    report = calibrate(families, [], [], base, control, {}, {}, paired)
+    rows = [row for row in report.table() if row["primary"]]
+    fig = calibration_figure(rows)
+    axes = fig.get_axes()
+    assert len(axes) == 4  # two families x (values, paired difference)
+    assert axes[0].get_title(loc="left") == "rubia/pro_share/gender: overlap"
+    assert axes[1].get_title(loc="left") == "planted − control, paired: detected"
+    assert axes[3].get_title(loc="left") == "planted − control, paired: n/a"  # crows: no paired reading given
+    (marker,) = [line for line in axes[1].get_lines() if line.get_marker() == "s"]
+    assert marker.get_xdata()[0] == pytest.approx(0.030)
+    path = save_figure(fig, tmp_path / "families.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"

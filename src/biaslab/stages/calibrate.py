@@ -9,8 +9,8 @@ etc., in its own ``evaluate@control`` run), compares it with the base and every 
 (:mod:`biaslab.calibration`; every headline metric, and every mitigation's change, also paired item by
 item from the models' ``data/predictions`` tables, where its benchmark can recompute it from them) and
 writes ``reports/calibration.md`` and ``reports/calibration.csv``; the numbers go to the stage's MLflow
-run as ``calibration/...`` metrics. Without a planted bias every output
-says why and the stage succeeds.
+run as ``calibration/...`` metrics, with the report and a figure per family (``calibration/families.png``).
+Without a planted bias every output says why and the stage succeeds.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     from biaslab.calibration import calibrate, paired_differences
     from biaslab.evaluation import EvaluationOutputs
     from biaslab.outputs import metrics_file
+    from biaslab.plots import calibration_figure
     from biaslab.stages.evaluate import evaluate_variant
 
     root = Path(root)
@@ -88,6 +89,8 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
         for name, value in numbers.items():
             tracking.log_metric(name, value)
         tracking.log_text(report.markdown, "calibration.md")
+        tracking.log_figure(calibration_figure([row for row in report.table() if row["primary"]]),
+                            "calibration/families.png")
         run_file.write(root / RUN_FILE, run_id=mlflow_run.info.run_id, **{
             "families_detected": numbers.get("calibration/families_detected"),
             "families": numbers.get("calibration/families")})
