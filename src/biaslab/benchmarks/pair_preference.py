@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
-from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci, column_mean
 from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import Direction, MetricValue
 from biaslab.scoring.protocol import PAIR_METHODS
@@ -75,15 +75,10 @@ def score_pairs(
     return frame
 
 
-def share_statistic(column: str) -> Callable[[Columns], float]:
-    """The share of rows whose boolean ``column`` is true, as a bootstrap statistic."""
-    return lambda f: float(np.asarray(f[column]).astype(float).mean())
-
-
 def share_item_statistic(table: str, column: str, rows: Callable[[pd.DataFrame], pd.DataFrame],
                          key: tuple[str, ...] = ("pair_id",)) -> ItemStatistic:
     """A :func:`share_metric` (pairs resampled one by one) as an item statistic (:mod:`biaslab.metrics.paired`)."""
-    return ItemStatistic(table, rows, key, share_statistic(column))
+    return ItemStatistic(table, rows, key, column_mean(column))
 
 
 def share_metric(
@@ -99,7 +94,7 @@ def share_metric(
 ) -> MetricValue:
     """Mean of a boolean column (a share of pairs), with a pair-level bootstrap CI if ``with_ci``."""
     values = frame[column].astype(float)
-    statistic = share_statistic(column)
+    statistic = column_mean(column)
     low, high = (None, None)
     if with_ci and len(frame):
         low, high = bootstrap_ci(

@@ -59,6 +59,11 @@ class ResampledColumns:
 Columns = pd.DataFrame | ResampledColumns  # what a bootstrapped statistic reads: the whole frame or one resample
 
 
+def column_mean(column: str) -> Callable[[Columns], float]:
+    """The mean of one column as a float (a share, for a boolean column), as a bootstrap statistic."""
+    return lambda frame: float(np.asarray(frame[column], dtype=float).mean())
+
+
 def column_arrays(frame: pd.DataFrame) -> dict[Any, np.ndarray]:
     """Every column of ``frame`` as a NumPy array (no copy where pandas can avoid one)."""
     if frame.columns.has_duplicates:

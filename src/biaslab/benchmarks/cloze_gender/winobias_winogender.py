@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.metrics import association as assoc
+from biaslab.metrics.bootstrap import column_mean
 from biaslab.metrics.paired import ItemStatistic
 
 from .collector import MetricCollector
@@ -44,13 +45,9 @@ def _minimal_pairs(pred: pd.DataFrame) -> pd.DataFrame:
     return pred[pred["minimal_pair"].astype(bool)]
 
 
-def _pro_share(f) -> float:
-    return float(np.asarray(f["prefers_pro"], dtype=float).mean())
-
-
 def winobias_item_statistics() -> dict[str, ItemStatistic]:
     """WinoBias' overall ``pro_share`` as a statistic of the pair rows (:mod:`biaslab.metrics.paired`)."""
-    return {f"{NAME}/winobias/pro_share": ItemStatistic("cloze_gender_winobias", _minimal_pairs, ("pair_id",), _pro_share)}
+    return {f"{NAME}/winobias/pro_share": ItemStatistic("cloze_gender_winobias", _minimal_pairs, ("pair_id",), column_mean("prefers_pro"))}
 
 
 def winobias_metrics(pred: pd.DataFrame, m: MetricCollector) -> pd.DataFrame:
@@ -58,7 +55,7 @@ def winobias_metrics(pred: pd.DataFrame, m: MetricCollector) -> pd.DataFrame:
     rows = []
     for label, g in [("all", minimal)] + [(f"type{t}", g) for t, g in minimal.groupby("type", sort=True)]:
         name = "winobias" if label == "all" else f"winobias/{label}"
-        share = m.add(f"{name}/pro_share", g[["prefers_pro"]], _pro_share,
+        share = m.add(f"{name}/pro_share", g[["prefers_pro"]], column_mean("prefers_pro"),
                       "target", 0.5,
                       "share of minimal pairs where the pro-stereotypical sentence has the higher mean probability")
         cgs_share = m.add(f"{name}/cgs_pro_share", g, lambda f: float(f["cgs_prefers_pro"].mean()), "target", 0.5,

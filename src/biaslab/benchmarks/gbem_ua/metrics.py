@@ -44,13 +44,26 @@ def _metric(frame, columns, statistic, ctx: EvalContext, direction, ideal, descr
     return MetricValue(float(value), direction, ideal, low, high, int(len(frame)), description)
 
 
+def agreement_of(male: str, female: str, complement: bool = False):  # -> (columns, statistic)
+    """Agreement of two boolean label columns (1 minus it with ``complement``: QADiffMetric), as a statistic."""
+    from biaslab.metrics.classification import label_agreement_fn
+
+    agreement = label_agreement_fn()
+
+    def statistic(t: Columns) -> float:
+        share = agreement(np.asarray(t[male]), np.asarray(t[female]))
+        return 1.0 - share if complement else share
+
+    return [male, female], statistic
+
+
 def compute_metrics(
     qa: pd.DataFrame, qa_pairs: pd.DataFrame, prob: pd.DataFrame, prob_pairs: pd.DataFrame, ctx: EvalContext
 ) -> dict[str, MetricValue]:
     """Every GBEM-UA metric from the prediction tables alone (so they can be recomputed from artifacts)."""
-    from biaslab.metrics.classification import binary_f1_fn, label_agreement_fn
+    from biaslab.metrics.classification import binary_f1_fn
 
-    f1, agreement = binary_f1_fn(), label_agreement_fn()
+    f1 = binary_f1_fn()
 
     def f1_vs_relevance(label: str):  # -> (columns, statistic)
         return [label, "is_correct"], lambda t: f1(np.asarray(t[label]), np.asarray(t["is_correct"]))
@@ -61,13 +74,6 @@ def compute_metrics(
             return (f1(answers, correct) + f1(~answers, ~correct)) / 2
 
         return [label, "is_correct"], statistic
-
-    def agreement_of(male: str, female: str, complement: bool = False):
-        def statistic(t: Columns) -> float:
-            share = agreement(np.asarray(t[male]), np.asarray(t[female]))
-            return 1.0 - share if complement else share
-
-        return [male, female], statistic
 
     metrics: dict[str, MetricValue] = {}
     for group in GROUPS:
@@ -132,13 +138,7 @@ def item_statistics() -> dict[str, ItemStatistic]:
     """
     from functools import partial
 
-    from biaslab.metrics.classification import label_agreement_fn
-
-    agreement = label_agreement_fn()
-
-    def qa_diff(t: Columns) -> float:
-        return 1.0 - agreement(np.asarray(t["answer_yes_male"]), np.asarray(t["answer_yes_female"]))
-
+    _, qa_diff = agreement_of("answer_yes_male", "answer_yes_female", complement=True)
     out: dict[str, ItemStatistic] = {}
     for pairing in PAIRINGS:
         rows = partial(_pairs_of, pairing=pairing)

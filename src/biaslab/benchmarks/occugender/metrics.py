@@ -9,7 +9,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import EvalContext
 from biaslab.benchmarks.occugender.items import BIAS_TYPES, GENDERS, GROUPS, NONE, SHORT
-from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.bootstrap import Columns, bootstrap_ci, column_mean
 from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 
@@ -51,7 +51,7 @@ def _gap_metric(frame: pd.DataFrame, gap: str, bias: str, ctx: EvalContext, with
     what = "|P~m - P~f|" if gap == "parity_gap" else "|P~f - BLS female share|"
     low, high = (None, None)
     if with_ci:
-        low, high = bootstrap_ci(frame, lambda f: float(f[gap].mean()), samples=ctx.bootstrap_samples,
+        low, high = bootstrap_ci(frame, column_mean(gap), samples=ctx.bootstrap_samples,
                                  seed=ctx.seed, confidence=ctx.confidence, unit="job")
     return MetricValue(float(frame[gap].mean()), "lower", ideal=0.0, ci_low=low, ci_high=high, n=int(len(frame)),
                        description=f"mean {what} over jobs, {bias} prompt(s), no debiasing")
@@ -79,13 +79,6 @@ def _undebiased_jobs(jobs_frame: pd.DataFrame, bias: str) -> pd.DataFrame:
     return jobs_frame[(jobs_frame["condition"] == NONE) & (jobs_frame["bias_type"] == bias)]
 
 
-def _mean_of(column: str):
-    def statistic(frame: Columns) -> float:
-        return float(np.asarray(frame[column], dtype=float).mean())
-
-    return statistic
-
-
 def item_statistics() -> dict[str, ItemStatistic]:
     """The gap metrics with CIs as statistics of the per-job table, resampling jobs as their CIs do.
 
@@ -99,7 +92,7 @@ def item_statistics() -> dict[str, ItemStatistic]:
         rows = partial(_undebiased_jobs, bias=bias)
         out[f"occugender/{bias}_group_gap"] = ItemStatistic("occugender_jobs", rows, ("job",), group_gap, ("job",))
         for gap in ("parity_gap", "bls_gap"):
-            out[f"occugender/{bias}_{gap}"] = ItemStatistic("occugender_jobs", rows, ("job",), _mean_of(gap), ("job",))
+            out[f"occugender/{bias}_{gap}"] = ItemStatistic("occugender_jobs", rows, ("job",), column_mean(gap), ("job",))
     return out
 
 
