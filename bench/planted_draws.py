@@ -253,7 +253,11 @@ def tally(draws: list[dict], recipes: list[str], families: list[str]) -> dict:
 
 def markdown(result: dict) -> str:
     families = result["families"]
-    lines = [f"# planted-draws: {result['device']}, seeds {result['seeds']}", "",
+    layout = (f", {result['workers']} worker(s) x {result['threads']} thread(s)"
+              if result.get("workers") and result.get("threads") else "")
+    common = ", ".join(f"{k}={v}" for k, v in result.get("common", {}).items())
+    lines = [f"# planted-draws: {result['device']}, seeds {result['seeds']}{layout}", "",
+             *([f"Every recipe, the shared phase included (`--set`): {common}.", ""] if common else []),
              "Per recipe and family (primary metric): draws in which the planted model's 95 % CI is apart from the "
              "control's in the expected direction; *paired*: draws in which the paired CI of planted − control "
              "(the items resampled once for both models) is apart from 0 that way; the mean planted − control "
@@ -374,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(args.workers, mp_context=_spawn(), initializer=_init_worker, initargs=(threads,)) as pool:
         draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out,
                                     paired_statistics(first, families))
-    result = {"device": device, "seeds": args.seeds, "recipes": recipes, "families": list(families),
+    result = {"device": device, "seeds": args.seeds, "common": args.common[1], "recipes": recipes,
+              "families": list(families),
               "tally": tally(draws, list(recipes), list(families)), "seconds": time.perf_counter() - started,
               "failures": failures, "threads": threads, "workers": args.workers}
     (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")

@@ -98,6 +98,13 @@ def test_the_verdict_is_the_calibrate_rule_on_each_family_s_primary_metric_and_t
                              "tally": tally, "seconds": 1.0, "failures": 0})
     assert ("| a | params.yaml | 1 of 2, paired 0 (+0.000) | 0 of 2, paired 1 (+0.000) | 1 (1), 0 (0) "
             "| 0.45, 0.45 |") in table
+    assert "--set" not in table  # no common settings: none named
+    wider = module.markdown({"device": "cpu", "seeds": [0, 1], "recipes": {"a": {}}, "families": list(FAMILIES),
+                             "tally": tally, "seconds": 1.0, "failures": 0, "workers": 2, "threads": 1,
+                             "common": {"model.pretrain.hidden_size": 256, "model.pretrain.num_hidden_layers": 6}})
+    assert wider.startswith("# planted-draws: cpu, seeds [0, 1], 2 worker(s) x 1 thread(s)\n")
+    assert ("Every recipe, the shared phase included (`--set`): model.pretrain.hidden_size=256, "
+            "model.pretrain.num_hidden_layers=6.") in wider  # a recipe's "params.yaml" is then params.yaml + these
 
 
 @pytest.mark.slow
