@@ -132,7 +132,7 @@ def show_metrics(
     from rich.table import Table
 
     from biaslab.config import ConfigError
-    from biaslab.report import ARROWS
+    from biaslab.headlines import ARROWS
 
     params = _load(root, params_file)
     names = [variant] if variant else list(params.variants)
@@ -174,6 +174,7 @@ def compare(
     """Each benchmark's headline metrics: value [95% CI] per variant and Δ vs the base, better/worse marked."""
     from biaslab import comparison
     from biaslab.config import ConfigError
+    from biaslab.headlines import headline_metrics
 
     params = _load(root, params_file)
     names = list(dict.fromkeys([base, *(variants or params.variants)]))
@@ -188,7 +189,7 @@ def compare(
         _fail(f"no metrics for {', '.join(missing)}: metrics/<variant>.json not found; run `dvc repro` "
               f"(evaluate@<variant>) first")
     try:
-        headlines = comparison.headline_metrics(params.evaluation.benchmarks)
+        headlines = headline_metrics(params.evaluation.benchmarks)
         table = comparison.compare({n: vm.metrics for n, vm in loaded.items() if vm is not None}, headlines, base)
     except ValueError as exc:
         _fail(str(exc))

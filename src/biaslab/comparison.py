@@ -1,7 +1,6 @@
 """Variants against the base on each benchmark's headline metrics: the table a person reads in ten seconds.
 
-Which metrics are "headline" is the benchmarks' call, not this module's: each benchmark object lists them
-(``BENCHMARK.headline``, see :mod:`biaslab.benchmarks.base`), so a new benchmark brings its own. For every
+Which metrics are "headline" is the benchmarks' call (:func:`biaslab.headlines.headline_metrics`). For every
 headline metric and variant the table shows the value with its 95% CI and the difference to the base,
 marked with the metric's own direction (``higher`` / ``lower`` is better, or ``target``: closer to the
 ideal is better):
@@ -18,18 +17,17 @@ the ``report`` run, next to ``reports/report.md``).
 from __future__ import annotations
 
 import html
-import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from biaslab.headlines import ARROWS, label, number, with_ci
 from biaslab.metrics.values import MetricValue
 
 Verdict = Literal["better", "worse", "same"]
 MARKS = {("better", True): "▲", ("worse", True): "▼", ("better", False): "△", ("worse", False): "▽",
          ("same", False): "=", ("same", True): "="}
-ARROWS = {"higher": "↑", "lower": "↓", "target": "◎"}
 LEGEND = ("▲/▼ better/worse than the base beyond the 95% CIs; △/▽ better/worse within the CIs (may be noise); "
           "= no difference. Direction: ↑ higher is better, ↓ lower is better, ◎ closest to the ideal is better.")
 
@@ -65,24 +63,6 @@ class Comparison:
     variants: list[str]
     rows: list[Row] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # headline metrics no compared variant has
-
-
-# --------------------------------------------------------------------------- which metrics
-def headline_metrics(benchmarks: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """``{benchmark: its headline metric names}`` for the enabled benchmarks (``evaluation.benchmarks``).
-
-    ``benchmarks`` maps a benchmark name to its params entry (anything with a ``module`` attribute);
-    the module's ``BENCHMARK.headline`` lists the metrics. A benchmark without one is an error naming it.
-    """
-    out: dict[str, tuple[str, ...]] = {}
-    for name, entry in benchmarks.items():
-        module = getattr(entry, "module", None) or entry["module"]
-        benchmark = getattr(importlib.import_module(module), "BENCHMARK", None)
-        headline = tuple(getattr(benchmark, "headline", ()) or ())
-        if not headline:
-            raise ValueError(f"{module}: BENCHMARK has no `headline` metrics (see biaslab.benchmarks.base)")
-        out[name] = headline
-    return out
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -150,19 +130,12 @@ def compare(metrics: Mapping[str, Mapping[str, MetricValue]], headlines: Mapping
 
 
 # --------------------------------------------------------------------------- rendering
-def number(x: float) -> str:
-    return f"{x:.3f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
 def _delta(x: float) -> str:
     return ("+" if x > 0 else "−" if x < 0 else "±") + number(abs(x))
 
 
 def value_text(cell: Cell) -> str:
-    text = number(cell.value)
-    if cell.ci_low is not None and cell.ci_high is not None:
-        text += f" [{number(cell.ci_low)}, {number(cell.ci_high)}]"
-    return text
+    return with_ci(cell.value, cell.ci_low, cell.ci_high)
 
 
 def delta_text(cell: Cell) -> str:
@@ -170,9 +143,7 @@ def delta_text(cell: Cell) -> str:
 
 
 def metric_label(row: Row) -> str:
-    name = row.metric.split("/", 1)[1] if row.metric.startswith(row.benchmark + "/") else row.metric
-    ideal = f" (ideal {row.ideal:g})" if row.direction == "target" and row.ideal is not None else ""
-    return f"{name} {ARROWS.get(row.direction, '?')}{ideal}"
+    return label(row.benchmark, row.metric, row.direction, row.ideal)
 
 
 def to_markdown(comparison: Comparison) -> str:

@@ -34,11 +34,10 @@ import pandas as pd
 from biaslab import paper_report
 from biaslab.atomic import atomic_dir, atomic_write_text
 from biaslab.config import Params
+from biaslab.headlines import ARROWS, headline_metrics
 from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.outputs.metrics_file import VariantMetrics
 from biaslab.registry import RegistryError
-
-ARROWS = {"higher": "↑", "lower": "↓", "target": "◎"}
 
 
 @dataclass
@@ -276,5 +275,5 @@ def _comparison(params: Params, inputs: ReportInputs, base: str = "base"):
 
     if base not in inputs.metrics:
         return None
-    headlines = comparison.headline_metrics(params.evaluation.benchmarks)
+    headlines = headline_metrics(params.evaluation.benchmarks)
     return comparison.compare({v: vm.metrics for v, vm in inputs.metrics.items()}, headlines, base)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biaslab.comparison import Comparison, compare, headline_metrics
+from biaslab.comparison import Comparison, compare
+from biaslab.headlines import headline_metrics
 
 WIDTH = 120
 

@@ -10,6 +10,7 @@ import pytest
 
 from biaslab import comparison
 from biaslab.config import load_params
+from biaslab.headlines import headline_metrics
 from biaslab.metrics.values import MetricValue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ def test_every_benchmark_names_headline_metrics_it_reports():
     from biaslab.data import prepare
 
     params = load_params(ROOT / "params.yaml")
-    headlines = comparison.headline_metrics(params.evaluation.benchmarks)
+    headlines = headline_metrics(params.evaluation.benchmarks)
     assert set(headlines) == set(params.evaluation.benchmarks)
     committed = json.loads((ROOT / "metrics" / "values" / "base.json").read_text())
     for benchmark, names in headlines.items():
@@ -109,4 +110,17 @@ def test_every_benchmark_names_headline_metrics_it_reports():
 
 def test_benchmark_without_headline_is_named():
     with pytest.raises(ValueError, match="biaslab.benchmarks.base: BENCHMARK has no `headline`"):
-        comparison.headline_metrics({"x": {"module": "biaslab.benchmarks.base"}})
+        headline_metrics({"x": {"module": "biaslab.benchmarks.base"}})
+
+
+def test_one_variant_s_headline_table_has_a_row_per_headline_metric_with_its_ci():
+    """The evaluate run's description: value [CI] per headline metric, direction arrows, missing ones named."""
+    from biaslab.headlines import variant_markdown
+
+    metrics = {"b/acc": MetricValue(0.71234, "higher", 1.0, 0.65, 0.77),
+               "b/gap": MetricValue(-0.0004, "target", 0.0, float("nan"), float("nan"))}
+    text = variant_markdown("lora", metrics, {"b": ("b/acc", "b/gap", "b/absent")})
+    assert text.startswith("Headline metrics of **lora**, with 95 % bootstrap CIs.")
+    rows = [line for line in text.splitlines() if line.startswith("| b |")]
+    assert rows == ["| b | acc ↑ | 0.712 [0.650, 0.770] |", "| b | gap ◎ (ideal 0) | -4.00e-04 |"]
+    assert text.rstrip().endswith("Not computed: b/absent")
