@@ -37,6 +37,7 @@ TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 UI_WORKFLOW = "machine_learning"
+METRICS_ARTIFACT = "metrics.json"  # every metric's record (direction, ideal, CI, description): log_metric_values
 _SECRET_HINTS = ("token", "password", "secret", "key", "credential")
 
 
@@ -220,36 +221,46 @@ def _metric_key(name: str) -> str:
 
 
 def log_metric_values(metrics: Mapping[str, MetricValue], *, model_id: str | None = None) -> None:
-    """Log each value with its CI bounds, and its direction/ideal/description as tags (``direction.<name>``).
+    """Log each value with its CI bounds, and every metric's record as one artifact, ``metrics.json``.
+
+    The record (value, direction, ideal, CI, n, description: what ``metrics/<variant>.json`` holds) says
+    whether higher is better and what the number is. It is one artifact, not a tag per metric: some 600
+    ``direction.*`` / ``ideal.*`` / ``description.*`` tags buried the run's Overview page (its description
+    and its run-level tags) under a wall of chips. A metric that could not be computed (no valid items) has
+    no value to log; its record says so (``value`` null, ``note``).
 
     With ``model_id`` (a :func:`variant_model`) the values are also the logged model's metrics (the UI's
     *Models* tab and ``mlflow.search_logged_models``); the CI bounds stay on the run only.
     """
     mlflow = _mlflow()
     flat: dict[str, float] = {}
-    tags: dict[str, str] = {}
+    records: dict[str, dict[str, Any]] = {}
     for name, mv in metrics.items():
         key = _metric_key(name)
         if mv.value is None or not math.isfinite(mv.value):
-            tags[f"nan.{key}"] = "metric could not be computed (no valid items)"
+            records[key] = {"value": None, "direction": mv.direction, "ideal": mv.ideal,
+                            "note": "metric could not be computed (no valid items)"}
             continue
         flat[key] = float(mv.value)
         if mv.ci_low is not None and mv.ci_high is not None:
             flat[f"{key}.ci_low"] = float(mv.ci_low)
             flat[f"{key}.ci_high"] = float(mv.ci_high)
-        tags[f"direction.{key}"] = mv.direction
-        if mv.ideal is not None:
-            tags[f"ideal.{key}"] = str(mv.ideal)
-        if mv.description:  # what the number is, e.g. that a metric is biaslab's own addition to a paper
-            tags[f"description.{key}"] = mv.description[:5000]
+        records[key] = {"value": float(mv.value), "direction": mv.direction, "ideal": mv.ideal,
+                        "ci_low": _finite(mv.ci_low), "ci_high": _finite(mv.ci_high), "n": mv.n,
+                        "description": mv.description}
     bounds = {k: v for k, v in flat.items() if k.endswith((".ci_low", ".ci_high"))}
     values = {k: v for k, v in flat.items() if k not in bounds}
     if values:
         mlflow.log_metrics(values, model_id=model_id)
     if bounds:
         mlflow.log_metrics(bounds)
-    if tags:
-        mlflow.set_tags(tags)
+    if records:
+        mlflow.log_dict(records, METRICS_ARTIFACT)
+
+
+def _finite(x: float | None) -> float | None:
+    """``x`` as a float, or None where it is missing or not finite (strict JSON has no NaN)."""
+    return float(x) if x is not None and math.isfinite(x) else None
 
 
 def log_series(name: str, values: list[tuple[int, float]]) -> None:

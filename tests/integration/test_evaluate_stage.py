@@ -94,9 +94,25 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
     run = runs[0]
     assert run.info.status == "FINISHED"
     assert run.data.tags["model_fingerprint"] == payload["model_fingerprint"]
-    assert any(k.startswith("direction.") for k in run.data.tags)
     logged = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"predictions", "summary.md"} <= logged
+    assert {"predictions", "summary.md", "metrics.json"} <= logged
+    # every metric's record is one artifact (direction, ideal, CI, description), not a tag per metric
+    records = json.loads(Path(client.download_artifacts(run.info.run_id, "metrics.json")).read_text())
+    for name, record in payload["metrics"].items():
+        logged_record = records[name]
+        assert logged_record["direction"] == record["direction"] and logged_record["ideal"] == record.get("ideal")
+        if record["value"] is not None and record["value"] == record["value"]:
+            assert logged_record["value"] == record["value"], name
+    assert not any(k.startswith(("direction.", "ideal.", "description.")) for k in run.data.tags)
+    # the run's Description (Overview page): every headline metric with its value, e.g. GBEM-UA's QA gap
+    from biaslab.headlines import headline_metrics
+
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("Headline metrics of **base**")
+    for benchmark, names in headline_metrics(params.evaluation.benchmarks).items():
+        for name in names:
+            if name in metrics and metrics[name].value == metrics[name].value:  # computed (not NaN)
+                assert f"| {benchmark} | {name.split('/', 1)[1]} " in note, name
     # data lineage: each prepared file the benchmarks read is a dataset input with DVC's digest, context eval
     from biaslab import lineage
 

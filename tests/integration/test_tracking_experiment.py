@@ -7,6 +7,7 @@ import pytest
 
 from biaslab import tracking
 from biaslab.config import TrackingConfig
+from biaslab.run_description import NOTE_TAG, describe, fit_note
 
 
 @pytest.fixture
@@ -96,3 +97,32 @@ def test_datasets_are_logged_with_dvc_digest_source_and_context(store):
     assert json.loads(table.profile)["num_rows"] == 2 and "profession" in table.schema
     assert json.loads(table.source)["uri"].endswith("data/prepared/gbem_ua.parquet")
     assert by_name[("rubia", refs[2].digest)].digest == lineage.dvc_digest(store / "mirror" / "rubia")
+
+
+def test_a_run_description_is_the_note_the_ui_shows_and_a_long_one_is_cut_to_fit(store):
+    """``describe`` writes the tag the run's Overview page renders; a text over MLflow's tag limit is cut
+    before a section heading and names the artifact that holds all of it."""
+    import mlflow
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    tracking.configure(TrackingConfig(experiment="notes"), root=store)
+    long = "# Report\n\nintro\n\n## Verdict\n\n" + "| a | b |\n" * 200 + "\n## Every metric\n\n" + "x" * MAX_TAG_VAL_LENGTH
+    with tracking.stage_run("calibrate") as run:
+        describe(long, whole="calibration.md")
+    note = mlflow.MlflowClient().get_run(run.info.run_id).data.tags[NOTE_TAG]
+    assert len(note) <= MAX_TAG_VAL_LENGTH
+    assert note.startswith("# Report") and "## Verdict" in note and "## Every metric" not in note
+    assert note.endswith("all of it: artifact `calibration.md`.*\n")
+
+
+def test_fit_note_keeps_a_short_text_and_otherwise_cuts_at_a_section_or_else_a_line():
+    assert fit_note("# a\n\nshort\n", "r.md", limit=100) == "# a\n\nshort\n"
+    sections = "# a\n\none\n\n## b\n\n" + "two " * 30
+    cut = fit_note(sections, "r.md", limit=100)
+    assert cut.startswith("# a\n\none\n\n*… cut") and len(cut) <= 100
+    lines = "\n".join(f"line {i}" for i in range(40))
+    cut = fit_note(lines, None, limit=60)
+    assert cut.endswith("*… (cut)*\n") and cut.startswith("line 0\nline 1") and len(cut) <= 60
+    assert all(line.startswith("line ") or line in ("", "*… (cut)*") for line in cut.split("\n"))  # whole lines
+    with pytest.raises(ValueError, match="no room"):
+        fit_note("x" * 50, "a-long-artifact-name.md", limit=20)

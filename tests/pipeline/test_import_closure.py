@@ -48,7 +48,7 @@ def _derived_file_converters() -> set[str]:
 DYNAMIC_IMPORTS: dict[str, Callable[[], set[str]]] = {
     "biaslab.evaluation": _benchmark_modules,  # load_benchmark(): evaluation.benchmarks.<name>.module
     "biaslab.data.sources": _derived_file_converters,  # DerivedFile.convert = "<module>:<function>"
-    "biaslab.comparison": _benchmark_modules,  # the benchmarks' paper tables, named in params
+    "biaslab.headlines": _benchmark_modules,  # each benchmark's headline metrics, modules named in params
     "biaslab.registry.package": set,  # transformers' pipeline classes, named by transformers: none of ours
 }
 """Modules that import other modules by name, and the names they can import."""

@@ -52,6 +52,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     from biaslab.evaluation import EvaluationOutputs
     from biaslab.outputs import metrics_file
     from biaslab.plots import calibration_figure
+    from biaslab.run_description import describe
     from biaslab.stages.evaluate import evaluate_variant
 
     root = Path(root)
@@ -89,6 +90,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
         for name, value in numbers.items():
             tracking.log_metric(name, value)
         tracking.log_text(report.markdown, "calibration.md")
+        describe(report.markdown, whole="calibration.md")
         tracking.log_figure(calibration_figure([row for row in report.table() if row["primary"]]),
                             "calibration/families.png")
         run_file.write(root / RUN_FILE, run_id=mlflow_run.info.run_id, **{
