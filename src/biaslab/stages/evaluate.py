@@ -11,8 +11,8 @@ from pathlib import Path
 
 from biaslab import tracking
 from biaslab.atomic import remove_outputs
-from biaslab.headlines import headline_metrics, variant_markdown
 from biaslab.config import Params, VariantConfig, load_params
+from biaslab.headlines import headline_metrics, variant_markdown
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file, run_file, variant_dir
 from biaslab.run_description import describe
@@ -65,8 +65,8 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         for name, frame in result.tables.items():
             tracking.log_text(frame.to_csv(), f"tables/{name}.csv")
         tracking.log_text(result.summary, "summary.md")
-        describe(variant_markdown(variant_name, result.metrics, headline_metrics(params.evaluation.benchmarks)),
-                          whole="summary.md")
+        headlines = headline_metrics(params.evaluation.benchmarks)
+        describe(variant_markdown(variant_name, result.metrics, headlines), whole="summary.md")
         evaluation.write_outputs(outputs, under_test, result, run.info.run_id, root)
     return result.metrics
 
