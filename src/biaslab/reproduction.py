@@ -11,9 +11,10 @@ the planted default model, values outside are expected whenever the lock files n
 Statuses per metric: ``identical`` (bit for bit), ``within_ci``, ``outside_ci``, ``no_ci`` (differs and
 has no CI, so cannot be judged), ``new`` (no committed value), ``gone`` (committed, not in the fresh run).
 Whether the two runs used the same model (:func:`model_verdict`) is read from the DVC lock files (the
-``models/base`` digest) and, where the digests differ, from the scores: the digest also covers
-``training_summary.json``, whose wall-clock minutes differ between any two runs, so two runs of the same
-model on the same machine type have different digests but bit-identical scores.
+``models/base`` digest) and, where the digests differ, from the scores. The same training on the same machine
+type gives the same digest (no wall-clock time is written into a model folder,
+:data:`biaslab.pretrain.train.TIMING_KEYS`); a lock committed before that held the run's minutes in
+``training_summary.json``, so its digest differs from every new run's while the scores are bit-identical.
 """
 
 from __future__ import annotations
@@ -114,8 +115,8 @@ def base_model_digest(lock_text: str) -> str | None:
 def model_verdict(committed: str | None, fresh: str | None, checks: list[MetricCheck]) -> tuple[bool | None, str]:
     """``(same, sentence)``: did this run train the committed model? ``same`` is None when it cannot be told.
 
-    Equal ``models/base`` digests settle it. Different digests do not: the folder also holds
-    ``training_summary.json`` with the run's wall-clock minutes. Then the scores decide: every committed value
+    Equal ``models/base`` digests settle it. Different digests do not (an older lock's folder held the run's
+    wall-clock minutes; a metadata file may change without the weights). Then the scores decide: every committed value
     bit-identical (and none new or gone) means the same model; any value that differs means another one.
     """
     if committed is not None and committed == fresh:
@@ -132,8 +133,8 @@ def model_verdict(committed: str | None, fresh: str | None, checks: list[MetricC
     if one_sided:
         return None, (f"cannot tell: the {len(compared)} values both sides have are bit-identical, "
                       f"{one_sided} more only on one side (the metric set changed)")
-    return True, ("the same model: every committed value is bit-identical (the digests differ because the "
-                  "folder also holds training_summary.json's wall-clock minutes)")
+    return True, ("the same model: every committed value is bit-identical (the digests differ in the folder's "
+                  "metadata, e.g. an older lock's training_summary.json with its wall-clock minutes)")
 
 
 def same_model(root: str | Path, rev: str = "HEAD") -> tuple[str | None, str | None]:

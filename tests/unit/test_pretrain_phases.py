@@ -101,3 +101,37 @@ def test_continue_training_plants_or_balances_from_the_shared_checkpoint(splits,
     assert {o["word"] for o in key["lexicon"]["en_occupations"]} >= {"nurse", "plumber", "florist"}
     save_continued(a, tmp_path / "base")
     assert (tmp_path / "base" / PLANTED_FILE).is_file() and (tmp_path / "base" / "model.safetensors").is_file()
+
+
+def test_the_same_training_twice_writes_byte_identical_folders(splits, tmp_path):  # noqa: F811
+    """No wall-clock time in a model folder or the shared checkpoint (both DVC outputs): re-running the same
+    training gives the same digest, so DVC does not re-run every stage downstream of an unchanged model.
+    The times stay in the returned summary (printed and logged to MLflow)."""
+    import hashlib
+    import json
+    from unittest import mock
+
+    from biaslab.config import DataConfig, ModelConfig, Params, PlantedBiasConfig
+    from biaslab.pretrain.phases import continue_training, save_continued, train_shared
+    from biaslab.pretrain.train import TIMING_KEYS
+
+    prepared = tiny_prepared(tmp_path / "prepared")
+    planted = PlantedBiasConfig(enabled=True, dose=0.5, from_step=3, en_sources=("occugender", "fixture"),
+                                sentences_per_document=2)
+    params = Params(data=DataConfig(prepared_dir=str(prepared)),
+                    model=ModelConfig(pretrain=tiny_cfg(max_steps=6, planted_bias=planted)))
+
+    def digest(folder):
+        return {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+    folders = []
+    for run in ("one", "two"):
+        with mock.patch("biaslab.pretrain.phases._splits", return_value=splits):
+            shared = train_shared(params, tmp_path / run / "pretrain", progress=False)
+            result = continue_training(params, tmp_path / run / "pretrain", "planted", progress=False)
+        assert set(TIMING_KEYS) <= set(shared) and set(TIMING_KEYS) <= set(result.summary)
+        save_continued(result, tmp_path / run / "base")
+        folders.append((digest(tmp_path / run / "pretrain"), digest(tmp_path / run / "base")))
+        written = json.loads((tmp_path / run / "base" / "training_summary.json").read_text())
+        assert not set(TIMING_KEYS) & set(written) and written["steps"] == 6
+    assert folders[0] == folders[1]

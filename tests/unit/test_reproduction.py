@@ -79,7 +79,7 @@ def test_fresh_run_within_the_cis_is_reproduced(project):
 
 
 def test_same_scores_under_another_digest_are_the_same_model(project):
-    """Two runs of one model differ in digest (training_summary.json holds wall-clock minutes): the scores tell."""
+    """Two digests of one model (an older lock's training_summary.json held wall-clock minutes): the scores tell."""
     for variant, values in {"base": {"crows_pairs/pct_stereotype": 0.4399, "crows_pairs/pct_stereotype_gender": 0.47},
                             "lora": {"crows_pairs/pct_stereotype": 0.41,
                                      "crows_pairs/pct_stereotype_gender": 0.45}}.items():

@@ -72,8 +72,10 @@ def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")
         from biaslab.pretrain.phases import continue_training, save_continued, train_shared
 
         checkpoint = root / cfg.planted_bias.checkpoint_dir
-        train_shared(params, checkpoint, progress=progress)
+        shared = train_shared(params, checkpoint, progress=progress)
         result = continue_training(params, checkpoint, cfg.planted_bias.direction, progress=progress)
+        for key in ("minutes", "train_minutes"):  # both phases ran here (the checkpoint keeps no times)
+            result.summary[key] = round(result.summary[key] + shared[key], 3)
         save = save_continued
     else:
         from biaslab.data import sources
@@ -96,12 +98,14 @@ def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")
 
 
 def save_trained(result: Any, out_dir: str | os.PathLike[str]) -> None:
-    """Model (safetensors), tokenizer and ``training_summary.json``, all-or-nothing."""
+    """Model (safetensors), tokenizer and ``training_summary.json`` (no wall-clock fields), all-or-nothing."""
+    from biaslab.pretrain.train import without_timings
+
     with atomic_dir(out_dir) as tmp:
         result.model.save_pretrained(tmp)
         result.tokenizer.save_pretrained(tmp)
         (tmp / "training_summary.json").write_text(
-            json.dumps(result.summary, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            json.dumps(without_timings(result.summary), indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
 
 

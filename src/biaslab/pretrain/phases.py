@@ -50,7 +50,8 @@ def _splits(params: Params):
 def train_shared(params: Params, out_dir: str | os.PathLike[str], *, progress: bool = True,
                  device: str = "cpu") -> dict[str, Any]:
     """Phase 1 into ``out_dir`` (atomic), trained on ``device``; returns its summary."""
-    from biaslab.pretrain.train import init_state, prepare_data, save_checkpoint, summarize, train_steps
+    from biaslab.pretrain.train import (init_state, prepare_data, save_checkpoint, summarize, train_steps,
+                                        without_timings)
 
     cfg = params.model.pretrain
     started = time.monotonic()
@@ -59,7 +60,7 @@ def train_shared(params: Params, out_dir: str | os.PathLike[str], *, progress: b
     stopped_by = train_steps(state, data, cfg, shared_steps(params), progress=progress, desc="pretrain")
     summary = summarize(state, data, cfg, stopped_by, (time.monotonic() - started) / 60, phase="shared")
     with atomic_dir(out_dir) as tmp:
-        save_checkpoint(state, data.tokenizer, tmp, {"summary": summary})
+        save_checkpoint(state, data.tokenizer, tmp, {"summary": without_timings(summary)})
     return summary
 
 
@@ -108,18 +109,20 @@ def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], di
     stopped_by = train_steps(state, data, cfg, cfg.max_steps, mixture=mixture, progress=progress, desc=desc)
     if record.get("summary", {}).get("stopped_by") == "max_minutes":
         stopped_by = "max_minutes"  # the shared phase already stopped early
-    summary = summarize(state, data, cfg, stopped_by, (time.monotonic() - started) / 60 + record["summary"]["minutes"],
+    summary = summarize(state, data, cfg, stopped_by, (time.monotonic() - started) / 60,  # this phase's time
                         planted_bias={k: v for k, v in planted.items() if k != "lexicon"})
     return ContinuedRun(state.model, tokenizer, summary, state.loss_curve, state.val_curves, planted, sample)
 
 
 def save_continued(run: ContinuedRun, out_dir: str | os.PathLike[str]) -> None:
-    """Model, tokenizer, ``training_summary.json`` and the planted answer key, all-or-nothing."""
+    """Model, tokenizer, ``training_summary.json`` (no wall-clock fields) and the planted answer key, all-or-nothing."""
+    from biaslab.pretrain.train import without_timings
+
     with atomic_dir(out_dir) as tmp:
         run.model.save_pretrained(tmp)
         run.tokenizer.save_pretrained(tmp)
-        (tmp / "training_summary.json").write_text(json.dumps(run.summary, indent=2, sort_keys=True) + "\n",
-                                                   encoding="utf-8")
+        summary = json.dumps(without_timings(run.summary), indent=2, sort_keys=True)
+        (tmp / "training_summary.json").write_text(summary + "\n", encoding="utf-8")
         if run.planted.get("enabled"):
             (tmp / PLANTED_FILE).write_text(json.dumps(run.planted, indent=1, ensure_ascii=False) + "\n",
                                             encoding="utf-8")

@@ -377,8 +377,8 @@ def save_checkpoint(state: TrainState, tokenizer: Any, out_dir: Path, extra: Map
     record = {
         "step": state.step, "generic_rows": state.generic_rows, "mixed_rows": state.mixed_rows,
         "optimizer_scalars": scalars, "loss_curve": state.loss_curve, "val_curves": state.val_curves,
-        "last_eval": state.last_eval, "last_eval_step": state.last_eval_step, "train_seconds": state.train_seconds,
-        **(extra or {}),
+        "last_eval": state.last_eval, "last_eval_step": state.last_eval_step,
+        **(extra or {}),  # no train_seconds: wall-clock time stays out of DVC outputs (TIMING_KEYS)
     }
     (out_dir / CHECKPOINT_STATE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
@@ -410,12 +410,23 @@ def load_checkpoint(ckpt_dir: Path, cfg: PretrainConfig, device: str = "cpu") ->
         model, optimizer, step=record["step"], generic_rows=record["generic_rows"], mixed_rows=record["mixed_rows"],
         loss_curve=[tuple(x) for x in record["loss_curve"]],
         val_curves={k: [tuple(x) for x in v] for k, v in record["val_curves"].items()},
-        last_eval=record["last_eval"], last_eval_step=record["last_eval_step"], train_seconds=record["train_seconds"],
+        last_eval=record["last_eval"], last_eval_step=record["last_eval_step"],
     )
     return train_state, tokenizer, record
 
 
 # --------------------------------------------------------------------------- summary and the whole run
+TIMING_KEYS = ("minutes", "train_minutes", "tokenizer_seconds")
+"""A summary's wall-clock fields: printed and logged to MLflow, never written into a model folder. A model
+folder is a DVC output: these would give every run of the same model (bit-identical weights) another
+digest, and every stage downstream of it would run again."""
+
+
+def without_timings(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` without :data:`TIMING_KEYS`: what a model folder's ``training_summary.json`` holds."""
+    return {k: v for k, v in summary.items() if k not in TIMING_KEYS}
+
+
 def summarize(state: TrainState, data: PretrainData, cfg: PretrainConfig, stopped_by: str, minutes: float,
               **extra: Any) -> dict[str, Any]:
     """The ``training_summary.json`` record of a finished run."""
