@@ -22,14 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from biaslab.headlines import ARROWS, label, number, with_ci
+from biaslab.headlines import ARROWS, DIRECTIONS, label, number, with_ci
 from biaslab.metrics.values import MetricValue
 
 Verdict = Literal["better", "worse", "same"]
 MARKS = {("better", True): "▲", ("worse", True): "▼", ("better", False): "△", ("worse", False): "▽",
          ("same", False): "=", ("same", True): "="}
 LEGEND = ("▲/▼ better/worse than the base beyond the 95% CIs; △/▽ better/worse within the CIs (may be noise); "
-          "= no difference. Direction: ↑ higher is better, ↓ lower is better, ◎ closest to the ideal is better.")
+          "= no difference. Direction: " + DIRECTIONS)
 
 
 @dataclass(frozen=True)
