@@ -1,13 +1,14 @@
 # biaslab - the two commands of the README, plus helpers.
 #   make run   create .venv if missing, install, dvc repro
-#   make test  the test suite (what CI runs), two workers; installs Debian's postgresql first when missing (see postgres-server)
+#   make test  the test suite (what CI runs), two workers; installs Debian's postgresql and chromium first when
+#              missing (see postgres-server, chromium)
 #   make test-fast  the unit and pipeline layers only (no MLflow store, no subprocess stages): the inner loop
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast bench bench-precision gpu-smoke gpu-check lock install clean-outputs ui postgres-server
+.PHONY: run test test-fast bench bench-precision gpu-smoke gpu-check lock install clean-outputs ui postgres-server chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +31,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit tests/pipeline -q
 
 # two pytest-xdist workers, each running whole test files (module fixtures such as the team server start once)
-test: $(STAMP) postgres-server
+test: $(STAMP) postgres-server chromium
 	@$(BIN)/python -m pytest -q -n 2 --dist loadfile; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5) - failing" >&2; fi; \
 	exit $$status
@@ -51,6 +52,24 @@ postgres-server:
 	else \
 	  echo "make: PostgreSQL server binaries (initdb) not found and apt-get is not usable as root;" \
 	       "the PostgreSQL tests will skip (install with: apt-get install postgresql)"; \
+	fi
+
+# Headless Chromium for the MLflow UI browser test (tests/integration/test_mlflow_ui_browser.py renders the
+# runs table, a registry version page and the comparison page). Like postgres-server: when no chromium is on
+# PATH and apt-get is usable as root, apt-get install chromium (after apt-get update if the first try fails).
+# Best effort: never fails the target; without it the browser test skips and says why.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+	  :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: chromium not found: apt-get install -y -q chromium"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium \
+	  || { echo "make: install failed; apt-get update -q and retry"; apt-get update -q \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; } \
+	  || echo "make: could not install chromium; the browser test will skip"; \
+	else \
+	  echo "make: chromium not found and apt-get is not usable as root; the browser test will skip" \
+	       "(install with: apt-get install chromium)"; \
 	fi
 
 bench: $(STAMP)

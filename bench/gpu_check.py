@@ -89,7 +89,7 @@ def timed_evaluation(params, variant: str, work: Path) -> tuple[dict, float, dic
     """``({metric: MetricValue}, seconds, memory)`` of one variant's evaluation (no MLflow)."""
     import torch
 
-    from biaslab import evaluation
+    from biaslab.evaluation import suite as evaluation
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -154,7 +154,7 @@ def resolve_quantization(asked: str, cpu: bool) -> str:
         return "none"
     if asked != "auto":
         return asked
-    from biaslab.mitigation.training_plan import probe_capabilities
+    from biaslab.mitigation.lora.training_plan import probe_capabilities
 
     return "4bit" if probe_capabilities().bitsandbytes else "none"
 
@@ -167,7 +167,7 @@ def resolve_optimizer(cpu: bool) -> str:
     """
     if cpu:
         return "auto"
-    from biaslab.mitigation.training_plan import probe_capabilities
+    from biaslab.mitigation.lora.training_plan import probe_capabilities
 
     return "auto" if probe_capabilities().bitsandbytes else "adamw_torch_fused"
 
@@ -178,7 +178,7 @@ def lora_settings(params, work: Path, variant: str, steps: int, quantization: st
     The tune's best trial applies only where the variant's ``use_tuned`` says so (``lora_clp`` trains its
     own steps and rate, with the logit-pairing objective).
     """
-    from biaslab.mitigation.lora import tuned_overrides, with_overrides
+    from biaslab.mitigation.lora.train import tuned_overrides, with_overrides
 
     cfg = params.lora_for(variant)
     tuned = work / params.tune.output_dir / "best_params.json"
@@ -193,9 +193,9 @@ def lora_step(params, work: Path, steps: int, quantization: str, variant: str = 
     """A LoRA fine-tune of models/base with ``variant``'s settings and the machine's plan -> models/lora_check."""
     import torch
 
-    from biaslab.evaluation import set_threads
-    from biaslab.mitigation.lora import finetune
-    from biaslab.stages.inputs import prepared_table
+    from biaslab.evaluation.suite import set_threads
+    from biaslab.mitigation.lora.train import finetune
+    from pipelines.stage.inputs import prepared_table
 
     cfg = lora_settings(params, work, variant, steps, quantization, optimizer)
     frame = prepared_table(params, "gbem_ua.parquet")

@@ -162,7 +162,7 @@ def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, d
     """Continue ``checkpoint_dir`` with planted text of ``direction``, save it, score it: its metrics, and the
     prediction ``tables`` (``<benchmark>__<table>``) the paired reading needs; every table is written under
     ``model_dir/predictions``."""
-    from biaslab import evaluation
+    from biaslab.evaluation import suite as evaluation
     from biaslab.config import Params
     from biaslab.pretrain.phases import continue_training, save_continued
 
@@ -202,7 +202,7 @@ def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, di
              paired: Mapping[str, Any] | None = None) -> dict:
     """Per family: its primary metric, planted and control ``[value, low, high]``, the status and the effect,
     and the paired reading (``paired``: metric -> ``PairedDifference``) as ``[value, low, high]`` and its status."""
-    from biaslab.calibration import detect_all
+    from biaslab.calibration.families import detect_all
 
     out = {}
     for d in detect_all(families, metric_values(planted), metric_values(control), paired):
@@ -217,14 +217,14 @@ def verdicts(families: Mapping[str, Mapping[str, str]], planted: Mapping[str, di
 def paired_statistics(raw: Mapping[str, Any], families: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, Any]]:
     """``{primary metric: (benchmark, ItemStatistic)}``: what the calibrate stage pairs, for these params."""
     from biaslab.config import Params
-    from biaslab.stages.calibrate import item_statistics
+    from pipelines.calibrate import item_statistics
 
     return item_statistics(Params.model_validate(raw), [next(iter(m)) for m in families.values() if m])
 
 
 def paired_of(raw: Mapping[str, Any], statistics: Mapping[str, tuple[str, Any]], planted: dict, control: dict) -> dict:
     """The planted − control paired differences of one draw, with the evaluation's bootstrap settings."""
-    from biaslab.calibration import paired_differences
+    from biaslab.calibration.families import paired_differences
 
     ev = raw.get("evaluation", {})
     return paired_differences(statistics, planted.get("predictions", {}), control.get("predictions", {}),

@@ -121,8 +121,8 @@ def tree_bytes(path: Path) -> int:
 
 def safetensors_dtypes(path: Path) -> dict[str, str]:
     """``{relative file: storage dtype}`` of every safetensors file under ``path`` (from its header)."""
-    from biaslab.weights.convert import dtype_name
-    from biaslab.weights.index import file_entries
+    from biaslab.models.weights.convert import dtype_name
+    from biaslab.models.weights.index import file_entries
 
     out = {}
     for file in sorted(path.rglob("*.safetensors")):
@@ -195,7 +195,7 @@ def main() -> int:
         result: dict = {"shape": args.shape, "command": command,
                         "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU, no GPU",
                         "stages": {}, "stored": {}}
-        from biaslab.weights.index import SafetensorsIndex
+        from biaslab.models.weights.index import SafetensorsIndex
 
         index = SafetensorsIndex(checkpoint)
         result["checkpoint_bytes"], result["n_parameters"] = index.total_bytes, index.n_parameters

@@ -130,7 +130,7 @@ def build_models(quick: bool):
 
     base = ROOT / "models" / "base"
     if (base / "config.json").is_file():
-        from biaslab.models import load_model
+        from biaslab.models.load import load_model
 
         loaded = load_model(base)
         default, tokenizer, label = loaded.model, loaded.tokenizer, "default (models/base, trained)"

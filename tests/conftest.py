@@ -14,6 +14,12 @@ for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_flag, "1")
 
 ROOT = Path(__file__).resolve().parents[1]
+# The stage layer (``pipelines/``) is not installed: DVC runs it from the project root. Tests that start a
+# stage as ``python -m pipelines.<stage>`` from another folder find it through PYTHONPATH, as tests in this
+# process find it through sys.path.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 MIRROR = Path(os.environ.get("BIASLAB_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 
 TINY_TEXT = [
@@ -39,7 +45,7 @@ def mlflow_store_not_inherited():
     """Each test finds MLflow's store settings as the session had them.
 
     ``mlflow.set_tracking_uri`` also writes ``MLFLOW_TRACKING_URI`` into ``os.environ`` (for subprocesses), and
-    :func:`biaslab.tracking.configure` prefers that variable to params: without this, a test that configured
+    :func:`biaslab.tracking.runs.configure` prefers that variable to params: without this, a test that configured
     its temporary store sent every later test's runs there (e.g. test_evaluate_stage after test_pretrain_stage
     found no experiment in its own store).
     """

@@ -35,7 +35,7 @@ from biaslab.scoring.protocol import (
     check_pair_methods,
 )
 from biaslab.scoring.requests import Request, Score
-from biaslab.static_vectors import WordVectors
+from biaslab.scoring.static_vectors import WordVectors
 
 Table = Mapping[Any, Any] | Callable[[Any], Any] | None
 

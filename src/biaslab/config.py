@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from biaslab.errors import BiaslabError
+from biaslab.errors import ConfigError
 
 DATA_DIR_ENV = "BIASLAB_DATA_DIR"
 
@@ -29,10 +29,6 @@ class Section(BaseModel):
 
 
 SectionT = TypeVar("SectionT", bound=Section)
-
-
-class ConfigError(BiaslabError, ValueError):
-    """params.yaml is missing, malformed, or has an unknown / mistyped key."""
 
 
 # --------------------------------------------------------------------------- data
@@ -125,7 +121,7 @@ class PlantedBiasConfig(Section):
 
 
 class PretrainConfig(Section):
-    """The offline default model (docs/design.md §6): byte-level BPE + small Llama, trained on the corpora.
+    """The offline default model (docs/design.md 6): byte-level BPE + small Llama, trained on the corpora.
 
     Sizes are tuned so the default run takes about 8-9 minutes on 2 idle CPU cores (docs/base_model.md).
     """
@@ -366,11 +362,9 @@ class GateCondition(Section):
     metric: str
     rule: Literal["better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least"]
     tolerance: float = 0.0
-    min_share: float = Field(
-        0.0, ge=0, le=1,
-        description="better_than_base_beyond_ci only: the variant must also remove at least this share of the "
-                    "base's distance from the metric's ideal (point estimates), so a significant nudge is not "
-                    "a debiasing")
+    min_share: float = Field(0.0, ge=0, le=1, description=(
+        "better_than_base_beyond_ci only: the variant must also remove at least this share of the base's distance "
+        "from the metric's ideal (point estimates), so a significant nudge is not a debiasing"))
 
     @model_validator(mode="after")
     def _min_share_rule(self) -> "GateCondition":
@@ -383,9 +377,8 @@ class GateCondition(Section):
 class RegistryConfig(Section):
     model_name: str = "biaslab-debiased"
     gate: list[GateCondition] = Field(default_factory=list)
-    # where `biaslab promote` records every gate decision (one run each); on a team server only promoters
-    # may write there, so `biaslab promote --verify` can tell a gated champion from one set by hand
-    promotions_experiment: str = "biaslab-promotions"
+    promotions_experiment: str = Field("biaslab-promotions", description=(
+        "where `biaslab promote` records every gate decision; only promoters write there on a team server"))
 
 
 class TrackingConfig(Section):
@@ -432,8 +425,12 @@ def _with_overrides(section: SectionT, overrides: dict[str, Any], where: str) ->
     try:
         return type(section).model_validate({**section.model_dump(), **overrides})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"params.yaml {where}: {problems}") from None
+        raise ConfigError(f"params.yaml {where}: {_problems(exc)}") from None
+
+
+def _problems(exc: ValidationError) -> str:
+    """Pydantic's errors as ``key.path: message; …`` (the key to fix, then why)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
 
 
 def load_params(path: str | os.PathLike[str] = "params.yaml") -> Params:
@@ -450,7 +447,4 @@ def load_params(path: str | os.PathLike[str] = "params.yaml") -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"{path}: {problems}") from exc
+        raise ConfigError(f"{path}: {_problems(exc)}") from exc

@@ -3,7 +3,7 @@
 Every error that names a wrong key, file, row, variant or missing input derives from
 :class:`BiaslabError` (``ConfigError``, ``DataError``, ``ModelLoadError``, ``EvaluationError``,
 ``RegistryError``, ``MissingInputError``, …). A stage turns exactly these into one clean line on
-stderr and exit code 1 (:func:`biaslab.stages.entry.run_stage`); anything else is a bug and keeps
+stderr and exit code 1 (:func:`pipelines.stage.entry.run_stage`); anything else is a bug and keeps
 its traceback.
 """
 
@@ -16,3 +16,11 @@ class BiaslabError(Exception):
 
 class MissingInputError(BiaslabError, FileNotFoundError):
     """A stage input (a file another stage writes) does not exist; the message names the stage to run."""
+
+
+class EvaluationError(BiaslabError, RuntimeError):
+    """A benchmark produced an unusable number (NaN/inf log-probabilities) or could not run."""
+
+
+class ConfigError(BiaslabError, ValueError):
+    """params.yaml is missing, malformed, or has an unknown / mistyped key."""

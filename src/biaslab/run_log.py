@@ -1,10 +1,10 @@
 """What a domain loop may log to its stage's MLflow run without importing the tracking layer.
 
-Stages (:mod:`biaslab.stages`) own their MLflow runs: each opens its run, logs what the domain code
+Stages (:mod:`pipelines`) own their MLflow runs: each opens its run, logs what the domain code
 returned and writes its outputs. A few domain loops must log *while they run* - Optuna trials as nested
-runs (:mod:`biaslab.mitigation.tune`), training curves (:mod:`biaslab.mitigation.lora`), the nested run
+runs (:mod:`biaslab.mitigation.lora.tune`), training curves (:mod:`biaslab.mitigation.lora.train`), the nested run
 that holds a registered package (:mod:`biaslab.registry.register`). The stage hands them a :class:`RunLog`:
-the :mod:`biaslab.tracking` module itself satisfies this protocol (its functions have exactly these
+the :mod:`biaslab.tracking.runs` module itself satisfies this protocol (its functions have exactly these
 signatures), a test may pass any object that does. ``None`` means "log nothing" (e.g. an extra tune worker).
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 
 class RunLog(Protocol):
-    """The logging calls domain code makes on the run its stage opened (see :mod:`biaslab.tracking`)."""
+    """The logging calls domain code makes on the run its stage opened (see :mod:`biaslab.tracking.runs`)."""
 
     def stage_run(self, stage: str, *, variant: str | None = None, tags: Mapping[str, Any] | None = None,
                   nested: bool = False, run_name: str | None = None) -> AbstractContextManager[Any]:

@@ -11,8 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from biaslab import tracking
-from biaslab.cli import EXIT_ERROR, EXIT_REFUSED, app
+from biaslab.tracking import runs as tracking
+from biaslab.cli.main import app
+from biaslab.cli.options import EXIT_ERROR, EXIT_REFUSED
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file
 
@@ -28,7 +29,8 @@ def project(tmp_path_factory):
     """Three variants (fake full-model dirs: the artifacts flavour only copies files), registered once."""
     import mlflow
 
-    from biaslab import registry, tracking
+    from biaslab import registry
+    from biaslab.tracking import runs as tracking
     from biaslab.config import load_params
 
     root = tmp_path_factory.mktemp("cli")
@@ -66,7 +68,7 @@ def test_help_is_fast_and_lists_commands():
     for command in ("promote", "variants", "show-metrics"):
         assert command in result.output
     # nothing heavy at import: the module loads without mlflow/torch/pandas
-    code = "import sys, biaslab.cli; print(sorted(m for m in ('mlflow','torch','pandas','transformers') if m in sys.modules))"
+    code = "import sys, biaslab.cli.main; print(sorted(m for m in ('mlflow','torch','pandas','transformers') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
 
 

@@ -28,7 +28,7 @@ def _leave_mlflow_as_found(monkeypatch):
 def test_tags_params_and_logged_dicts_are_redacted(monkeypatch, tmp_path):
     import mlflow
 
-    from biaslab import tracking
+    from biaslab.tracking import runs as tracking
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "very-secret-value")

@@ -74,7 +74,7 @@ def _mlflow_runs(root: Path, variant: str):
 
 
 def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
-    from biaslab.stages.evaluate import evaluate_variant
+    from pipelines.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -105,7 +105,7 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
             assert logged_record["value"] == record["value"], name
     assert not any(k.startswith(("direction.", "ideal.", "description.")) for k in run.data.tags)
     # the run's Description (Overview page): every headline metric with its value, e.g. GBEM-UA's QA gap
-    from biaslab.headlines import headline_metrics
+    from biaslab.reporting.headlines import headline_metrics
 
     note = run.data.tags["mlflow.note.content"]
     assert note.startswith("Headline metrics of **base**")
@@ -114,7 +114,7 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
             if name in metrics and metrics[name].value == metrics[name].value:  # computed (not NaN)
                 assert f"| {benchmark} | {name.split('/', 1)[1]} " in note, name
     # data lineage: each prepared file the benchmarks read is a dataset input with DVC's digest, context eval
-    from biaslab import lineage
+    from biaslab.tracking import datasets as lineage
 
     inputs = {i.dataset.name: i for i in client.get_run(run.info.run_id).inputs.dataset_inputs}
     prepared = root / params.data.prepared_dir
@@ -126,7 +126,7 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
 
 
 def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):
-    from biaslab.stages.evaluate import evaluate_variant
+    from pipelines.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -136,7 +136,7 @@ def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):
 
 
 def test_prompt_variant_uses_the_same_code_path_with_its_prefix(project, monkeypatch):
-    from biaslab.stages.evaluate import evaluate_variant
+    from pipelines.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -150,9 +150,9 @@ def test_prompt_variant_uses_the_same_code_path_with_its_prefix(project, monkeyp
 def test_nan_logprobs_fail_and_leave_nothing(project, monkeypatch, tiny_tokenizer):
     import torch
 
-    from biaslab.evaluation import EvaluationError
+    from biaslab.errors import EvaluationError
     from biaslab.pretrain.architecture import build_llama
-    from biaslab.stages.evaluate import evaluate_variant
+    from pipelines.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)
@@ -195,7 +195,7 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker),
            "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "biaslab.stages.evaluate", "--variant", "slow",
+        [sys.executable, "-m", "pipelines.evaluate", "--variant", "slow",
          "--params", "params_kill.yaml"], cwd=root, env=env,
     )
     deadline = time.time() + 300
@@ -218,7 +218,7 @@ def test_a_masked_lm_variant_evaluates_end_to_end(project, monkeypatch):
     from tiny_models import build_tiny_bert
     from transformers import BertConfig, BertForMaskedLM
 
-    from biaslab.stages.evaluate import evaluate_variant
+    from pipelines.evaluate import evaluate_variant
 
     root, params = project
     monkeypatch.chdir(root)

@@ -19,7 +19,7 @@ import json, os, signal, sys
 import pandas as pd
 from transformers import TrainerCallback
 from biaslab.config import LoraConfig
-from biaslab.mitigation.lora import finetune
+from biaslab.mitigation.lora.train import finetune
 
 base, data, out, ckpt, kill_at = sys.argv[1:6]
 steps, points = [], []

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import TrackingConfig
 from biaslab.metrics.values import MetricValue
 

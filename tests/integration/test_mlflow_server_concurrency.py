@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 N_WORKERS, N_RUNS, N_STEPS = 3, 3, 5
 WORKER = r"""
 import sys
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import TrackingConfig
 from biaslab.metrics.values import MetricValue
 worker = int(sys.argv[1])

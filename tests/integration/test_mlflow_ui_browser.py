@@ -54,7 +54,8 @@ def store(tmp_path_factory):
     """Two evaluate runs, both variants registered (the project's own code), in a SQLite store."""
     import mlflow
 
-    from biaslab import registry, tracking
+    from biaslab import registry
+    from biaslab.tracking import runs as tracking
     from biaslab.config import load_params
 
     root = tmp_path_factory.mktemp("ui")
@@ -141,7 +142,7 @@ def dom(url: str, expected: list[str], tmp_path: Path, attempts: int = 3) -> str
 
 
 def test_runs_table_opens_in_the_model_training_view(store, server, tmp_path):
-    from biaslab import tracking
+    from biaslab.tracking import runs as tracking
 
     url = tracking.ui_url(server, store["experiment_id"])
     page = dom(url, ["evaluate@base", "evaluate@lora"], tmp_path)

@@ -8,7 +8,7 @@ import pytest
 
 from biaslab.config import Params
 from biaslab.outputs.variant_dir import fingerprint_dir
-from biaslab.pretrain.corpus import write_corpus
+from biaslab.data.corpus import write_corpus
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_stage_trains_saves_and_tracks(tmp_path, monkeypatch, dtype):
         }},
         "scoring": {"num_threads": 1},
     })
-    from biaslab.stages.base_model import run_base_model
+    from pipelines.base_model import run_base_model
 
     summary = run_base_model(params, tmp_path, progress=False)
     run = json.loads((tmp_path / "runs" / "base_model.json").read_text())
@@ -35,7 +35,7 @@ def test_stage_trains_saves_and_tracks(tmp_path, monkeypatch, dtype):
     assert summary["steps"] == 2 and set(summary["val_ppl"]) == {"en", "uk"}
     import torch
 
-    from biaslab.weights.index import SafetensorsIndex
+    from biaslab.models.weights.index import SafetensorsIndex
 
     stored = SafetensorsIndex(tmp_path / "models" / "base").floating_dtype()
     assert stored == (torch.float32 if dtype == "auto" else torch.bfloat16)  # trained in float32, stored as asked

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import Params
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file, variant_dir
@@ -90,7 +90,7 @@ def store(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
     """Model dirs and the SQLite store are built once (creating the MLflow schema takes seconds)."""
     import mlflow
 
-    from biaslab import tracking
+    from biaslab.tracking import runs as tracking
 
     root = tmp_path_factory.mktemp("project")
     params = build_project(root, tiny_tokenizer, tiny_causal_model)
@@ -301,7 +301,7 @@ def test_promote_records_the_gate_and_verify_flags_a_champion_set_behind_its_bac
     flags one set by hand (no record), one the gate refused, and one whose bytes differ from the approved."""
     from mlflow import MlflowClient
 
-    from biaslab.promotions import RECORD_TAG, verify_champion
+    from biaslab.registry.promotions import RECORD_TAG, verify_champion
     from biaslab.registry import CHAMPION, promote, register_variants, write_register_json
 
     root, params = project

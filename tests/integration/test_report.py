@@ -55,7 +55,7 @@ def project(tmp_path: Path) -> tuple[Path, Params]:
 
 
 def test_report_tables_have_every_variant(project):
-    from biaslab.report import write_report
+    from biaslab.reporting.report import write_report
 
     root, params = project
     files = write_report(params, root)
@@ -98,7 +98,7 @@ def test_report_tables_have_every_variant(project):
 
 def test_report_names_a_missing_metrics_file(project):
     from biaslab.registry import RegistryError
-    from biaslab.report import write_report
+    from biaslab.reporting.report import write_report
 
     root, params = project
     (root / "metrics" / "prompt.json").unlink()
@@ -109,7 +109,7 @@ def test_report_names_a_missing_metrics_file(project):
 def test_report_is_logged_to_mlflow(project, monkeypatch):
     import mlflow
 
-    from biaslab.stages.report import run_report
+    from pipelines.report import run_report
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     root, params = project

@@ -1,7 +1,7 @@
 """Data lineage: each stage's MLflow run (a real SQLite store) lists the data it read as dataset inputs,
 each with the digest DVC records for the same data (a selection's digest derived from it).
 
-The stages run as ``dvc repro`` runs them (``biaslab.stages.<stage>.main``) in a small project: the real
+The stages run as ``dvc repro`` runs them (``pipelines.<stage>.main``) in a small project: the real
 data mirror prepared with ``data.sample``, the session's tiny model as ``models/base``, a few training steps.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from biaslab import lineage
+from biaslab.tracking import datasets as lineage
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,8 @@ def project(tmp_path_factory, mirror, tiny_tokenizer, tiny_causal_model):
     mp = pytest.MonkeyPatch()
     mp.delenv("MLFLOW_TRACKING_URI", raising=False)
     mp.chdir(root)
-    from biaslab.stages import prepare, raw_data
+    from pipelines import prepare
+    from pipelines import raw_data
 
     assert raw_data.main(["--params", "params.yaml"]) == 0  # the record prepare depends on in dvc.yaml
     assert prepare.main(["--params", "params.yaml"]) == 0
@@ -72,7 +73,7 @@ def project(tmp_path_factory, mirror, tiny_tokenizer, tiny_causal_model):
 
 
 def test_prepare_logs_each_raw_dataset_folder_with_dvc_digest(project, mirror):
-    from biaslab.data.provenance import RAW_DATASETS
+    from biaslab.tracking.datasets import RAW_DATASETS
 
     got = _inputs(project, "prepare")
     assert {name for name, _ in got} == {name for name in RAW_DATASETS if (mirror / name).is_dir()}
@@ -91,8 +92,9 @@ def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
 
     import pandas as pd
 
-    from biaslab.mitigation.sft_english import english_examples
-    from biaslab.stages import finetune, tune
+    from biaslab.mitigation.lora.sft_english import english_examples
+    from pipelines import finetune
+    from pipelines import tune
 
     assert tune.main(["--params", "params.yaml"]) == 0
     assert finetune.main(["--params", "params.yaml", "--variant", "lora"]) == 0
@@ -103,7 +105,7 @@ def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
         assert set(got) == {("gbem_ua", "train"), ("gbem_ua", "validation"), ("occupations_en", "train")}
         generated = got.pop(("occupations_en", "train"))  # lora.sources: generated rows, md5 of their CSV
         assert generated["digest"] == hashlib.md5(english_examples("none").to_csv(index=False).encode()).hexdigest()
-        assert generated["tags"]["generator"] == "biaslab.mitigation.sft_english"
+        assert generated["tags"]["generator"] == "biaslab.mitigation.lora.sft_english"
         for (_, context), item in got.items():
             split = "finetune" if context == "train" else "validation"
             assert item["tags"]["dvc_md5"] == lineage.dvc_digest(table)
@@ -120,7 +122,7 @@ def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
 
 
 def test_edit_embeddings_logs_its_word_list_tables(project):
-    from biaslab.stages import edit_embeddings
+    from pipelines import edit_embeddings
 
     assert edit_embeddings.main(["--params", "params.yaml", "--variant", "soft"]) == 0
     got = _inputs(project, "edit_embeddings", "soft")
@@ -135,7 +137,7 @@ def test_edit_embeddings_applies_and_logs_the_variants_embedding_overrides(proje
     import json
 
     from biaslab.config import load_params
-    from biaslab.stages import edit_embeddings
+    from pipelines import edit_embeddings
 
     overrides = load_params("params.yaml").variant("hard_k16").embedding_overrides
     assert edit_embeddings.main(["--params", "params.yaml", "--variant", "hard_k16"]) == 0
@@ -157,8 +159,8 @@ def test_base_model_logs_corpus_parts_and_writes_its_curves(tmp_path, monkeypatc
 
     import mlflow
 
-    from biaslab.pretrain.corpus import write_corpus
-    from biaslab.stages import base_model
+    from biaslab.data.corpus import write_corpus
+    from pipelines import base_model
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -203,7 +205,8 @@ def test_variants_are_logged_models_and_registered_versions_point_at_them(projec
     import mlflow
 
     from biaslab.outputs import metrics_file, run_file
-    from biaslab.stages import evaluate, register
+    from pipelines import evaluate
+    from pipelines import register
 
     raw = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
     raw["variants"] = {k: v for k, v in raw["variants"].items() if k in {"base", "prompt"}}

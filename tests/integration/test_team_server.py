@@ -84,7 +84,7 @@ def _env(url: str, user: str | None, password: str | None, project: Path,
 
 def biaslab(url, user, password, project, *args, extra_env=None) -> subprocess.CompletedProcess:
     """``biaslab <args>`` in ``project`` as ``user``."""
-    return subprocess.run([sys.executable, "-m", "biaslab.cli", *args], cwd=project, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "biaslab.cli.main", *args], cwd=project, capture_output=True, text=True,
                           env=_env(url, user, password, project, extra_env), timeout=300)
 
 
@@ -94,7 +94,7 @@ def python_as(url, user, password, project, code: str) -> subprocess.CompletedPr
 
 
 LOG_A_RUN = f"""
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import TrackingConfig
 tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
 with tracking.stage_run("evaluate", variant="base") as run:
@@ -183,7 +183,7 @@ print(mv.version)
         "(an admin grants it; README \"Team server\")")
 
     delete = f"""
-from biaslab import access
+from biaslab.tracking import access
 from mlflow import MlflowClient
 access.name_resources(registered_model={MODEL!r})
 with access.refusals():
@@ -198,7 +198,7 @@ with access.refusals():
 REGISTER_AS_WORKER = f"""
 import json
 from mlflow import MlflowClient
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import TrackingConfig
 tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
 versions = {{}}

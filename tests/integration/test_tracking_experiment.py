@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import TrackingConfig
-from biaslab.run_description import NOTE_TAG, describe, fit_note
+from biaslab.tracking.run_description import NOTE_TAG, describe, fit_note
 
 
 @pytest.fixture
@@ -67,8 +67,8 @@ def test_datasets_are_logged_with_dvc_digest_source_and_context(store):
     import mlflow
     import pandas as pd
 
-    from biaslab import lineage
-    from biaslab.data import provenance
+    from biaslab.tracking import datasets as lineage
+    from biaslab.tracking import datasets as provenance
 
     tracking.configure(TrackingConfig(experiment="lineage"), root=store)
     frame = pd.DataFrame({"profession": ["a", "b", "c"], "split": ["finetune", "finetune", "validation"]})

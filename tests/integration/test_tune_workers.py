@@ -23,7 +23,7 @@ import json, sys, time
 from pathlib import Path
 import pandas as pd
 from biaslab.config import LoraConfig, TuneConfig
-from biaslab.mitigation.tune import tune
+from biaslab.mitigation.lora.tune import tune
 
 root, worker = Path(sys.argv[1]), sys.argv[2]
 frame = pd.read_parquet(root / "gbem.parquet")
@@ -48,7 +48,7 @@ def test_two_workers_complete_exactly_n_trials(request, workspace, storage):
     import optuna
     from optuna.trial import TrialState
 
-    from biaslab.mitigation.tune import make_storage
+    from biaslab.mitigation.lora.study import make_storage
 
     env = {k: v for k, v in os.environ.items() if k != "BIASLAB_OPTUNA_STORAGE"}
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")

@@ -5,7 +5,7 @@
   ``<root>/gbem.parquet`` with the real GBEM-UA train items of a few professions, shaped like the prepared
   table ``finetune`` reads;
 * :func:`copy_pipeline` + :func:`pipeline_env` + :func:`init_repo` + :func:`run_in` - a copy of the
-  project's pipeline (``dvc.yaml``, ``params.yaml``, ``src/``) in a fresh git + DVC repository, for tests
+  project's pipeline (``dvc.yaml``, ``params.yaml``, ``src/``, ``pipelines/``) in a fresh git + DVC repository, for tests
   that run a real ``dvc repro``.
 """
 
@@ -35,12 +35,12 @@ def write_workspace(root: Path, mirror: Path, model, tokenizer, splits: Sequence
 
 
 def copy_pipeline(dest: Path, root: Path) -> None:
-    """The files a ``dvc repro`` runs from - ``dvc.yaml``, ``params.yaml``, ``src/`` (tracked or not ignored)."""
+    """The files a ``dvc repro`` runs from - ``dvc.yaml``, ``params.yaml``, ``src/``, ``pipelines/`` (tracked or not ignored)."""
     import shutil
     import subprocess
 
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "dvc.yaml",
-                             "params.yaml", "src"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+                             "params.yaml", "src", "pipelines"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
     for rel in listed:
         if (root / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -48,12 +48,12 @@ def copy_pipeline(dest: Path, root: Path) -> None:
 
 
 def pipeline_env(work: Path, **extra: str) -> dict[str, str]:
-    """The environment a workspace's stages run in: its own ``src`` first, this interpreter's tools on PATH,
+    """The environment a workspace's stages run in: its own ``src`` and ``pipelines`` first, this interpreter's tools on PATH,
     no MLflow server or data/download folder inherited from the caller (``extra`` sets them)."""
     import os
     import sys
 
-    env = {**os.environ, "PYTHONPATH": str(work / "src"), "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(work / "src"), str(work))), "HF_HUB_OFFLINE": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
     for name in ("MLFLOW_TRACKING_URI", "BIASLAB_DATA_DIR", "BIASLAB_DOWNLOAD_DIR", "BIASLAB_RAW_BASE_URL"):
         if name not in extra:

@@ -24,11 +24,11 @@ def stage_bodies():
 
 
 def test_every_stage_command_runs_an_existing_stage_module():
-    """``python -m biaslab.stages.<stage>``: the stage's code is one hop from dvc.yaml."""
+    """``python -m pipelines.<stage>``: the stage's code is one hop from dvc.yaml."""
     for name, body in stage_bodies():
         python, flag, module = body["cmd"].split()[:3]
-        assert (python, flag) == ("python", "-m") and module.startswith("biaslab.stages."), body["cmd"]
-        path = ROOT / "src" / (module.replace(".", "/") + ".py")
+        assert (python, flag) == ("python", "-m") and module.startswith("pipelines."), body["cmd"]
+        path = ROOT / (module.replace(".", "/") + ".py")
         assert path.is_file(), f"stage {name}: {path} does not exist"
 
 

@@ -1,6 +1,6 @@
 """DVC code deps = import closure: a code change must re-run every stage whose code it changes.
 
-For each stage of ``dvc.yaml`` (``python -m biaslab.stages.<stage>``) the test
+For each stage of ``dvc.yaml`` (``python -m pipelines.<stage>``) the test
 computes the set of files inside ``src/biaslab`` that the stage can execute: everything its script or module imports, statically,
 anywhere in a file (lazy imports inside functions included), transitively, with every package
 ``__init__.py`` on the way; plus the modules imported by name (the benchmarks of ``evaluation.benchmarks.*.module``, the
@@ -32,7 +32,10 @@ SRC = ROOT / "src"
 PACKAGE = "biaslab"
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-STAGE_CMD = re.compile(r"^python -m (?P<module>biaslab\.stages\.\w+)(\s|$)")
+STAGE_CMD = re.compile(r"^python -m (?P<module>pipelines\.\w+)(\s|$)")
+PIPELINES = "pipelines"
+PACKAGES = {PACKAGE: SRC, PIPELINES: ROOT}
+"""The two code roots a stage executes: the library (``src/biaslab``) and the stage layer (``pipelines/``)."""
 
 
 def _benchmark_modules() -> set[str]:
@@ -46,9 +49,9 @@ def _derived_file_converters() -> set[str]:
 
 
 DYNAMIC_IMPORTS: dict[str, Callable[[], set[str]]] = {
-    "biaslab.evaluation": _benchmark_modules,  # load_benchmark(): evaluation.benchmarks.<name>.module
+    "biaslab.benchmarks.registry": _benchmark_modules,  # load_benchmark(): evaluation.benchmarks.<name>.module
     "biaslab.data.sources": _derived_file_converters,  # DerivedFile.convert = "<module>:<function>"
-    "biaslab.headlines": _benchmark_modules,  # each benchmark's headline metrics, modules named in params
+    "biaslab.reporting.headlines": _benchmark_modules,  # each benchmark's headline metrics, modules named in params
     "biaslab.registry.package": set,  # transformers' pipeline classes, named by transformers: none of ours
 }
 """Modules that import other modules by name, and the names they can import."""
@@ -65,11 +68,16 @@ LOADED_BY_PATH: dict[str, list[str]] = {
 def modules() -> dict[str, Path]:
     """``biaslab.x.y`` -> its file, for every module of the package."""
     found = {}
-    for path in sorted((SRC / PACKAGE).rglob("*.py")):
-        parts = path.relative_to(SRC).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = path
+    for package, parent in PACKAGES.items():
+        for path in sorted((parent / package).rglob("*.py")):
+            parts = path.relative_to(parent).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
     return found
+
+
+def _ours(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in PACKAGES)
 
 
 @cache
@@ -81,7 +89,7 @@ def imported_by(name: str, dynamic: bool = True) -> frozenset[str]:
     found = set(imports_in(path, package))
     if dynamic and name in DYNAMIC_IMPORTS:
         found |= DYNAMIC_IMPORTS[name]()
-    return frozenset(m for m in found if m == PACKAGE or m.startswith(PACKAGE + "."))
+    return frozenset(m for m in found if _ours(m))
 
 
 def imports_in(path: Path, package: str) -> set[str]:
@@ -114,7 +122,7 @@ def closure(entry: str) -> set[Path]:
     """Every file of ``src/biaslab`` that running ``entry`` (a module name, or a script's path) can execute or read."""
     seen: set[str] = set()
     if entry.endswith(".py"):
-        todo = [m for m in imports_in(ROOT / entry, "") if m == PACKAGE or m.startswith(PACKAGE + ".")]
+        todo = [m for m in imports_in(ROOT / entry, "") if _ours(m)]
     else:
         todo = [entry]
     while todo:
@@ -123,7 +131,7 @@ def closure(entry: str) -> set[Path]:
             if candidate in seen:
                 continue
             if candidate not in modules():
-                raise AssertionError(f"{name}: imports {candidate!r}, which is not a module of src/{PACKAGE}")
+                raise AssertionError(f"{name}: imports {candidate!r}, which is not a module of src/{PACKAGE} or {PIPELINES}/")
             seen.add(candidate)
             todo.extend(imported_by(candidate))
     files = {modules()[m] for m in seen}
@@ -139,9 +147,9 @@ def stage_bodies():
 
 
 def stage_module(body: dict) -> str:
-    """The stage's module: ``dvc.yaml`` runs ``python -m biaslab.stages.<stage>``, so its code is one hop away."""
+    """The stage's module: ``dvc.yaml`` runs ``python -m pipelines.<stage>``, so its code is one hop away."""
     match = STAGE_CMD.match(body["cmd"])
-    assert match, f"cmd {body['cmd']!r} is not `python -m biaslab.stages.<stage>`"
+    assert match, f"cmd {body['cmd']!r} is not `python -m pipelines.<stage>`"
     return match.group("module")
 
 
@@ -152,39 +160,45 @@ def source_files(rel: str) -> set[Path]:
     return {path}
 
 
-def minimal_deps(files: set[Path]) -> list[str]:
-    """The shortest dep list covering exactly ``files``: a folder where all of it is needed, else its files."""
-    deps: list[str] = []
+def _is_code(dep: str) -> bool:
+    """A dep on code: a file or folder of ``src/`` or ``pipelines/``."""
+    return dep.startswith(("src/", f"{PIPELINES}/")) or dep == PIPELINES
 
-    def walk(directory: Path) -> None:
-        inside = source_files(str(directory.relative_to(ROOT)))
-        if inside <= files:
-            deps.append(str(directory.relative_to(ROOT)))
-            return
-        for path in sorted(directory.iterdir()):
-            if path.is_dir() and path.name != "__pycache__" and source_files(str(path.relative_to(ROOT))) & files:
-                walk(path)
-            elif path.is_file() and path in files:
-                deps.append(str(path.relative_to(ROOT)))
 
-    walk(SRC / PACKAGE)
-    return deps
+def room_deps(files: set[Path]) -> list[str]:
+    """The code deps that cover ``files``: each *room* (a folder right under ``src/biaslab`` or ``pipelines``)
+    the closure enters, as one folder dep, and each top-level file (the shared basics, a stage's own script).
+
+    A room is one dep because the stages that enter it are the stages a change in it may affect; listing a
+    room's files one by one made ``dvc.yaml`` mostly generated lists. The price is a re-run of a stage when a
+    file of a room it enters but never executes changes; the guarantee kept is that every file a stage can
+    execute is covered.
+    """
+    deps: set[str] = set()
+    for path in files:
+        for package, parent in PACKAGES.items():
+            top = parent / package
+            if path.is_relative_to(top):
+                rel = path.relative_to(top)
+                deps.add(str((top / rel.parts[0]).relative_to(ROOT)))
+    # pipelines/ first, then the library; in each, files before rooms
+    return sorted(deps, key=lambda d: (d.startswith("src/"), not d.endswith(".py"), d))
 
 
 @pytest.mark.parametrize("stage", [name for name, _ in stage_bodies()])
 def test_code_deps_are_the_import_closure(stage):
     body = dict(stage_bodies())[stage]
     needed = closure(stage_module(body))
-    listed = [d for d in body.get("deps", []) if d.startswith("src/")]
+    listed = [d for d in body.get("deps", []) if _is_code(d)]
     covered = set().union(*(source_files(d) for d in listed)) if listed else set()
     missing = sorted(str(p.relative_to(ROOT)) for p in needed - covered)
-    needless = sorted(str(p.relative_to(ROOT)) for p in covered - needed)
+    needless = sorted(d for d in listed if not source_files(d) & needed)  # a room or file the stage never enters
     entry = stage_module(body)
     if entry.endswith(".py"):
         assert entry in body.get("deps", []), f"stage {stage}: dvc.yaml deps miss its own script {entry}"
-    assert not missing and not needless, (
-        f"stage {stage}: dvc.yaml deps miss {missing} and cover files it never imports {needless}; "
-        f"list exactly: {minimal_deps(needed)}"
+    assert not missing and not needless and listed == room_deps(needed), (
+        f"stage {stage}: dvc.yaml deps miss {missing} and list rooms or files it never enters {needless}; "
+        f"list exactly: {room_deps(needed)}"
     )
 
 
@@ -210,6 +224,7 @@ def test_closure_follows_lazy_and_relative_imports(tmp_path, monkeypatch):
     (package / "unused.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path / "src")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", {PACKAGE: tmp_path / "src"})
     for cached in (modules, imported_by):
         cached.cache_clear()
     try:
@@ -220,32 +235,58 @@ def test_closure_follows_lazy_and_relative_imports(tmp_path, monkeypatch):
     assert found == {"__init__.py", "stage.py", "sub/__init__.py", "sub/lazy.py", "sub/helper.py"}
 
 
+def _flow(items: list[str], indent: str, width: int = 118) -> list[str]:
+    """``deps: [a, b, …]`` wrapped at ``width`` columns, continuation lines aligned after the bracket."""
+    quoted = [f'"{i}"' if i.startswith("$") else i for i in items]
+    lines, line = [], f"{indent}deps: ["
+    pad = " " * len(line)
+    for n, item in enumerate(quoted):
+        piece = item + ("]" if n == len(quoted) - 1 else ",")
+        if len(line) + len(piece) + 1 > width and not line.endswith("["):
+            lines.append(line.rstrip())
+            line = pad
+        line += piece + " "
+    return lines + [line.rstrip()]
+
+
 def rewrite_dvc_yaml(path: Path = ROOT / "dvc.yaml") -> None:
-    """Replace every stage's ``src/`` deps in ``path`` by :func:`minimal_deps` (other deps and lines kept)."""
-    lines, out, stage = path.read_text(encoding="utf-8").split("\n"), [], None
-    i = 0
+    """Replace every stage's code deps in ``path`` by :func:`room_deps` (data deps kept first, in order).
+
+    A stage's ``deps`` is one flow list: its data deps, then its code deps (the rooms and files of
+    :func:`room_deps`), so a dozen rooms take two or three lines instead of one line each.
+    """
+    text = path.read_text(encoding="utf-8")
+    lines, out, stage, i = text.split("\n"), [], None, 0
     while i < len(lines):
         line = lines[i]
         if re.match(r"^  (\w+):$", line):
             stage = line.strip()[:-1]
-        out.append(line)
-        i += 1
-        if re.match(r"^\s+deps:$", line):
-            indent = " " * (len(line) - len(line.lstrip()) + 2)
-            kept = []
-            while i < len(lines) and lines[i].startswith(indent + "- "):
-                if not lines[i].strip()[2:].startswith("src/"):
-                    kept.append(lines[i])
+        match = re.match(r"^(\s+)deps:(.*)$", line)
+        if not match:
+            out.append(line)
+            i += 1
+            continue
+        indent, rest = match.group(1), match.group(2).strip()
+        if rest.startswith("["):  # a flow list, possibly over several lines
+            chunk = rest
+            while not chunk.rstrip().endswith("]"):
                 i += 1
-            body = dict(stage_bodies())[stage]
-            out += [f"{indent}- {dep}" for dep in minimal_deps(closure(stage_module(body)))] + kept
+                chunk += " " + lines[i].strip()
+            items = yaml.safe_load(chunk)
+            i += 1
+        else:  # a block list
+            items, i = [], i + 1
+            while i < len(lines) and lines[i].startswith(indent + "  - "):
+                items.append(lines[i].strip()[2:].split(" #")[0].strip())
+                i += 1
+        body = dict(stage_bodies())[stage]
+        data = [d for d in items if not _is_code(str(d))]
+        out += _flow(data + room_deps(closure(stage_module(body))), indent)
     path.write_text("\n".join(out), encoding="utf-8")
 
 
-if __name__ == "__main__":  # print the deps every stage should list; --write puts them into dvc.yaml
+if __name__ == "__main__":  # print the code deps every stage should list; --write puts them into dvc.yaml
     if sys.argv[1:] == ["--write"]:
         rewrite_dvc_yaml()
     for name, body in stage_bodies():
-        print(f"{name}:")
-        for dep in minimal_deps(closure(stage_module(body))):
-            print(f"  - {dep}")
+        print(f"{name}: {room_deps(closure(stage_module(body)))}")

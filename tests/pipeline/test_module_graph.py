@@ -1,25 +1,25 @@
 """The module graph keeps its layers: stages on top, library code below, nothing importing back up.
 
-* nothing but the ``__main__`` of a stage imports ``biaslab.stages`` (no library code calls a stage);
+* nothing but the ``__main__`` of a stage imports ``pipelines`` (no library code calls a stage);
 * ``biaslab.outputs`` (file formats) imports no library code above it;
 * no import cycles among the modules of ``src/biaslab`` (lazy imports inside functions count: a cycle
   hidden in a function is still two modules that cannot be understood, or changed, one without the other);
 * stages own their MLflow runs: only the tracking layer (:data:`TRACKING_LAYER`) imports
-  ``biaslab.tracking``; domain code that logs as it goes gets a :class:`biaslab.run_log.RunLog` from its stage.
+  ``biaslab.tracking.runs``; domain code that logs as it goes gets a :class:`biaslab.run_log.RunLog` from its stage.
 """
 
 from __future__ import annotations
 
 from test_import_closure import imported_by, imports_in, modules
 
-TRACKING = "biaslab.tracking"
+TRACKING = "biaslab.tracking.runs"
 TRACKING_LAYER = (
-    "biaslab.stages",  # each stage opens its run and logs what the domain code returned
+    "pipelines",  # each stage opens its run and logs what the library returned
     "biaslab.cli",  # the user-facing commands (biaslab ui / promote / team ...) configure the store themselves
-    "biaslab.promotions",  # the promotion log: an MLflow experiment of its own, tagged as tracking tags it
-    "biaslab.team",  # sets up a team server's experiments and permissions (the tracking experiment's tag)
+    "biaslab.registry.promotions",  # the promotion log: an MLflow experiment of its own, tagged as tracking tags it
+    "biaslab.tracking.team",  # sets up a team server's experiments and permissions (the tracking experiment's tag)
 )
-"""Modules that may import :mod:`biaslab.tracking` (see docs/design.md, "Who talks to MLflow")."""
+"""Modules that may import :mod:`biaslab.tracking.runs` (see docs/design.md, "Who talks to MLflow")."""
 
 OUTPUTS_MAY_IMPORT = ("biaslab.outputs", "biaslab.atomic", "biaslab.config", "biaslab.errors", "biaslab.metrics.values")
 
@@ -29,9 +29,9 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def test_nothing_imports_the_stages():
-    offenders = sorted(m for m in modules() if not _under(m, ("biaslab.stages",))
-                       and any(_under(i, ("biaslab.stages",)) for i in imported_by(m)))
-    assert not offenders, f"modules importing biaslab.stages (stages are the top layer): {offenders}"
+    offenders = sorted(m for m in modules() if not _under(m, ("pipelines",))
+                       and any(_under(i, ("pipelines",)) for i in imported_by(m)))
+    assert not offenders, f"modules importing pipelines (stages are the top layer): {offenders}"
 
 
 def test_file_formats_import_nothing_above_them():

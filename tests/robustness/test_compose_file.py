@@ -19,8 +19,8 @@ from pathlib import Path
 import yaml
 
 from biaslab.config import DATA_DIR_ENV
-from biaslab.mitigation.tune import STORAGE_ENV
-from biaslab.tracking import TRACKING_URI_ENV
+from biaslab.mitigation.lora.study import STORAGE_ENV
+from biaslab.tracking.runs import TRACKING_URI_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))

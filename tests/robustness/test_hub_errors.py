@@ -15,7 +15,7 @@ import socket
 import pytest
 
 from biaslab.config import ModelConfig
-from biaslab.models import ModelLoadError, load_model
+from biaslab.models.load import ModelLoadError, load_model
 from biaslab.pretrain.snapshot import snapshot_model
 
 REPO = "biaslab-test/tiny-model"
@@ -118,7 +118,7 @@ def test_invalid_repo_id_is_named(hub):
 
 
 def test_errors_that_are_not_the_hubs_pass_through(tiny_causal_model, tiny_tokenizer, tmp_path):
-    from biaslab import hub
+    from biaslab.models import hub
 
     assert hub.explain(ValueError("shape mismatch"), REPO, None) is None
 

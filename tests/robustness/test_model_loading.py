@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from biaslab.models import ModelLoadError, load_model, load_variant_model
+from biaslab.models.load import ModelLoadError, load_model, load_variant_model
 
 
 def test_unknown_hub_id_offline_names_the_fix(monkeypatch):
@@ -43,7 +43,7 @@ def test_missing_variant_directory_says_how_to_build_it(tmp_path):
 
 
 def test_tracking_refuses_credentials_in_tags():
-    from biaslab.tracking import _safe_tags
+    from biaslab.tracking.runs import _safe_tags
 
     with pytest.raises(ValueError, match="credential"):
         _safe_tags({"hf_token": "hf_abc"})

@@ -28,7 +28,7 @@ def workdir(tmp_path, monkeypatch):
 
 
 def test_unknown_variant(workdir, monkeypatch, capsys):
-    assert run_stage("src/biaslab/stages/evaluate.py", ["--variant", "nope"], monkeypatch) == 1
+    assert run_stage("pipelines/evaluate.py", ["--variant", "nope"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert "unknown variant 'nope'" in err and "base" in err
     assert not (workdir / "metrics").exists()
@@ -37,29 +37,29 @@ def test_unknown_variant(workdir, monkeypatch, capsys):
 def test_mistyped_params_key(workdir, monkeypatch, capsys):
     text = (workdir / "params.yaml").read_text().replace("bootstrap_samples:", "bootstrap_sample:")
     (workdir / "params.yaml").write_text(text)
-    assert run_stage("src/biaslab/stages/evaluate.py", ["--variant", "base"], monkeypatch) == 1
+    assert run_stage("pipelines/evaluate.py", ["--variant", "base"], monkeypatch) == 1
     assert "evaluation.bootstrap_sample" in capsys.readouterr().err
 
 
 def test_variant_model_not_built(workdir, monkeypatch, capsys):
-    assert run_stage("src/biaslab/stages/evaluate.py", ["--variant", "soft"], monkeypatch) == 1
+    assert run_stage("pipelines/evaluate.py", ["--variant", "soft"], monkeypatch) == 1
     err = capsys.readouterr().err
     assert "models/soft" in err and "dvc repro" in err
     assert not (workdir / "metrics" / "soft.json").exists()
 
 
 STAGES = [
-    ("src/biaslab/stages/raw_data.py", []),
-    ("src/biaslab/stages/prepare.py", []),
-    ("src/biaslab/stages/base_model.py", []),
-    ("src/biaslab/stages/control_model.py", []),
-    ("src/biaslab/stages/edit_embeddings.py", ["--variant", "soft"]),
-    ("src/biaslab/stages/tune.py", []),
-    ("src/biaslab/stages/finetune.py", []),
-    ("src/biaslab/stages/evaluate.py", ["--variant", "base"]),
-    ("src/biaslab/stages/calibrate.py", []),
-    ("src/biaslab/stages/register.py", []),
-    ("src/biaslab/stages/report.py", []),
+    ("pipelines/raw_data.py", []),
+    ("pipelines/prepare.py", []),
+    ("pipelines/base_model.py", []),
+    ("pipelines/control_model.py", []),
+    ("pipelines/edit_embeddings.py", ["--variant", "soft"]),
+    ("pipelines/tune.py", []),
+    ("pipelines/finetune.py", []),
+    ("pipelines/evaluate.py", ["--variant", "base"]),
+    ("pipelines/calibrate.py", []),
+    ("pipelines/register.py", []),
+    ("pipelines/report.py", []),
 ]
 
 
@@ -100,7 +100,7 @@ def test_every_stage_names_its_missing_input(workdir, monkeypatch, capsys, scrip
 
 def test_a_bug_keeps_its_traceback(workdir, monkeypatch):
     """Only the project's own errors become one line: anything else propagates (a bug to fix, not a user error)."""
-    spec = importlib.util.spec_from_file_location("stage_report_bug", ROOT / "src/biaslab/stages/report.py")
+    spec = importlib.util.spec_from_file_location("stage_report_bug", ROOT / "pipelines/report.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
@@ -108,6 +108,6 @@ def test_a_bug_keeps_its_traceback(workdir, monkeypatch):
         raise KeyError("a bug")
 
     monkeypatch.setattr(module, "write_report", broken)
-    monkeypatch.setattr(sys, "argv", ["src/biaslab/stages/report.py"])
+    monkeypatch.setattr(sys, "argv", ["pipelines/report.py"])
     with pytest.raises(KeyError, match="a bug"):
         module.main()

@@ -12,7 +12,7 @@ import requests
 from mlflow.utils.request_utils import augmented_raise_for_status
 from mlflow.utils.rest_utils import verify_rest_response
 
-from biaslab import access
+from biaslab.tracking import access
 
 
 def _refusal(status: int, endpoint: str):

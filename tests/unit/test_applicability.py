@@ -15,7 +15,7 @@ from biaslab.mitigation.applicability import (
     write_skipped_tune,
     write_skipped_variant,
 )
-from biaslab.mitigation.lora import tuned_overrides
+from biaslab.mitigation.lora.train import tuned_overrides
 from biaslab.outputs import run_file, variant_dir
 from biaslab.registry import RegistryError, find_variant_version, skipped_variants, write_register_json
 

@@ -116,7 +116,7 @@ def trl_prompt_completion_ids(tokenizer, prompt: str, completion: str) -> tuple[
 
 @pytest.mark.parametrize("which", ["plain", "gemma"])
 def test_lora_examples_are_tokenised_as_trl_does_and_as_the_scorer_scores(tiny_tokenizer, gemma_tokenizer, which):
-    from biaslab.mitigation.sft_data import tokenized_examples
+    from biaslab.mitigation.lora.sft_data import tokenized_examples
 
     tok = tiny_tokenizer if which == "plain" else gemma_tokenizer
     examples = pd.DataFrame({"prompt": ["Відповідай так чи ні: Чи може він?", "Відповідай так чи ні: Чи може вона?"],
@@ -187,7 +187,7 @@ def test_a_benchmark_in_chat_format_scores_the_assistant_answer(tiny_causal_mode
 
 
 def test_chat_needs_a_chat_template_and_a_causal_lm(tiny_causal_model, tiny_tokenizer):
-    from biaslab.models import LoadedModel, ModelLoadError, make_scorer
+    from biaslab.models.load import LoadedModel, ModelLoadError, make_scorer
 
     with pytest.raises(FormatError, match="prompt_format: chat.*no chat"):
         CausalScorer(tiny_causal_model, tiny_tokenizer, prompt_format="chat")

@@ -14,7 +14,7 @@ def _params(**model) -> Params:
 
 
 def test_the_control_is_evaluated_as_an_extra_method_none_variant():
-    from biaslab.control_variant import CONTROL, with_control
+    from biaslab.pretrain.control_variant import CONTROL, with_control
 
     params = load_params("params.yaml")
     with_ctrl = with_control(params)
@@ -40,7 +40,7 @@ def test_the_default_params_plant_a_bias_with_a_lora_cda_variant_and_a_binding_s
 
 
 def test_no_planted_bias_says_why():
-    from biaslab.control_variant import no_planted_bias
+    from biaslab.pretrain.control_variant import no_planted_bias
 
     planted = PretrainConfig.model_validate({"planted_bias": {"enabled": True}})
     assert no_planted_bias(_params(pretrain=planted)) is None
@@ -49,8 +49,8 @@ def test_no_planted_bias_says_why():
 
 
 def test_calibrate_without_a_planted_bias_writes_every_output_with_the_reason(tmp_path):
-    from biaslab.stages.calibrate import REPORT, RUN_FILE, TABLE, run_calibrate
-    from biaslab.evaluation import EvaluationOutputs
+    from pipelines.calibrate import REPORT, RUN_FILE, TABLE, run_calibrate
+    from biaslab.evaluation.suite import EvaluationOutputs
 
     assert run_calibrate(_params(), tmp_path) == {}
     outputs = EvaluationOutputs.for_variant("control", tmp_path)
@@ -62,7 +62,7 @@ def test_calibrate_without_a_planted_bias_writes_every_output_with_the_reason(tm
 
 def test_control_model_without_a_planted_bias_leaves_a_marker_not_a_model(tmp_path):
     from biaslab.pretrain.control import SKIPPED_FILE
-    from biaslab.stages.control_model import CONTROL_RUN, run_control_model
+    from pipelines.control_model import CONTROL_RUN, run_control_model
 
     params = _params()
     summary = run_control_model(params, tmp_path, progress=False)
@@ -76,7 +76,7 @@ def test_every_default_calibration_metric_has_a_paired_reading(tmp_path):
     """Each metric calibrate lists can be recomputed per item, so the report's paired column is never n/a."""
     import pandas as pd
 
-    from biaslab.stages.calibrate import item_statistics, prediction_tables
+    from pipelines.calibrate import item_statistics, prediction_tables
 
     params = load_params("params.yaml")
     metrics = [m for family in params.calibrate.families.values() for m in family]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from biaslab.calibration import calibrate, detection_status, removal
+from biaslab.calibration.families import calibrate, detection_status, removal
 from biaslab.metrics.values import MetricValue
 
 
@@ -56,7 +56,7 @@ def test_report_counts_families_by_their_primary_metric():
 @pytest.mark.parametrize("expected", ["increase", "decrease"])
 def test_needed_is_the_effect_at_which_the_cis_separate(expected):
     """Asymmetric CIs: shifting the planted model by ``needed`` (plus or minus a hair) flips overlap/detected."""
-    from biaslab.calibration import detect_all
+    from biaslab.calibration.families import detect_all
 
     control = mv(0.50, 0.46, 0.53)  # half-widths 0.04 below, 0.03 above
     half_low, half_high = 0.02, 0.05  # the planted CI around its value
@@ -100,7 +100,7 @@ def pd_(value, low, high):
     (None, "increase", "n/a"),
 ])
 def test_paired_status(paired, expected, status):
-    from biaslab.calibration import paired_status
+    from biaslab.calibration.families import paired_status
 
     assert paired_status(paired, expected) == status
 
@@ -144,7 +144,7 @@ def test_a_mitigation_s_paired_change_is_beyond_when_its_ci_is_on_the_control_s_
 
 def test_the_calibration_figure_shows_both_readings_per_family(tmp_path):
     """One row of panels per family: planted and control with CIs, then the paired difference around 0."""
-    from biaslab.plots import calibration_figure, save_figure
+    from biaslab.reporting.plots import calibration_figure, save_figure
 
     families = {"rubia": {"rubia/pro_share/gender": "increase", "rubia/other": "increase"},
                 "crows": {"crows/x": "increase"}}

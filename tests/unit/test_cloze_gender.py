@@ -563,7 +563,7 @@ def test_masked_sentence_scores_equal_naive_pll(tiny_bert, real_prepared):
 
 def test_masked_benchmark_end_to_end(tiny_bert, tiny_scorer, real_prepared):
     """All three datasets, model vectors: same metric names as a causal run, finite values, BERT word pieces."""
-    from biaslab.static_vectors import word_token_ids
+    from biaslab.scoring.static_vectors import word_token_ids
 
     model, tokenizer = tiny_bert
     result = BENCHMARK.run(MaskedScorer(model, tokenizer), real_prepared, {}, CTX)

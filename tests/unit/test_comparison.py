@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from biaslab import comparison
+from biaslab.reporting import comparison
 from biaslab.config import load_params
-from biaslab.headlines import headline_metrics
+from biaslab.reporting.headlines import headline_metrics
 from biaslab.metrics.values import MetricValue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_benchmark_without_headline_is_named():
 
 def test_one_variant_s_headline_table_has_a_row_per_headline_metric_with_its_ci():
     """The evaluate run's description: value [CI] per headline metric, direction arrows, missing ones named."""
-    from biaslab.headlines import variant_markdown
+    from biaslab.reporting.headlines import variant_markdown
 
     metrics = {"b/acc": MetricValue(0.71234, "higher", 1.0, 0.65, 0.77),
                "b/gap": MetricValue(-0.0004, "target", 0.0, float("nan"), float("nan"))}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from biaslab import credentials
+from biaslab.tracking import credentials
 from biaslab.config import ConfigError, TrackingConfig
 
 
@@ -56,7 +56,7 @@ def test_a_tracking_uri_with_a_password_is_refused_with_the_fix_and_without_the_
 
 
 def test_configure_refuses_a_uri_with_a_password_before_contacting_anything(monkeypatch, tmp_path):
-    from biaslab import tracking
+    from biaslab.tracking import runs as tracking
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://w:secret-secret@127.0.0.1:9")
     with pytest.raises(ConfigError, match="carries a password"):

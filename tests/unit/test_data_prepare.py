@@ -77,7 +77,7 @@ def test_prepare_is_deterministic(prepared):
 
 
 def test_stage_script_exits_nonzero_with_message(tmp_path, capsys, monkeypatch):
-    spec = importlib.util.spec_from_file_location("prepare_stage", ROOT / "src" / "biaslab" / "stages" / "prepare.py")
+    spec = importlib.util.spec_from_file_location("prepare_stage", ROOT / "pipelines" / "prepare.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)
     monkeypatch.setenv("BIASLAB_DATA_DIR", str(tmp_path / "no-mirror"))

@@ -13,12 +13,12 @@ from biaslab.config import EmbeddingDebiasConfig
 from biaslab.mitigation.embedding.coverage import edit_coverage
 from biaslab.mitigation.embedding.edit import remove_projection
 from biaslab.mitigation.embedding.fit import fit_embedding_variant
-from biaslab.mitigation.embedding.hook import attach_hook
-from biaslab.mitigation.embedding.spans import pack_sequences, span_mask
+from biaslab.models.embedding_hook import attach_hook
+from biaslab.models.token_spans import pack_sequences, span_mask
 from biaslab.mitigation.embedding.subspace import gender_subspace
 from biaslab.mitigation.embedding.targets import build_targets, gbem_ua_professions
 from biaslab.mitigation.embedding.words import WordEncoder
-from biaslab.models import load_variant_model
+from biaslab.models.load import load_variant_model
 from biaslab.pretrain.architecture import build_llama
 
 CFG = EmbeddingDebiasConfig(
@@ -284,7 +284,7 @@ def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     from biaslab.mitigation.embedding.edit import edit_checkpoint
-    from biaslab.weights.layout import model_layout
+    from biaslab.models.weights.layout import model_layout
 
     config = AutoConfig.for_model(arch, vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                   intermediate_size=32, max_position_embeddings=40)

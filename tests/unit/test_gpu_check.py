@@ -50,8 +50,8 @@ def test_quantization_auto_is_none_on_the_cpu_and_as_asked_otherwise():
 
 def test_the_optimizer_is_auto_unless_a_gpu_lacks_bitsandbytes(monkeypatch):
     """The plan's auto on a GPU is paged_adamw_8bit, which stops without bitsandbytes (found on an H200)."""
-    from biaslab.mitigation import training_plan
-    from biaslab.mitigation.training_plan import Capabilities
+    from biaslab.mitigation.lora import training_plan
+    from biaslab.mitigation.lora.training_plan import Capabilities
 
     module = _module()
     assert module.resolve_optimizer(cpu=True) == "auto"

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from biaslab import lineage
-from biaslab.data import provenance
+from biaslab.tracking import datasets as lineage
+from biaslab.tracking import datasets as provenance
 
 
 def _tree(root: Path) -> Path:
@@ -121,7 +121,7 @@ def test_corpus_parts_differ_and_follow_the_split_settings(tmp_path):
 def test_planted_text_is_identified_by_its_answer_key(tmp_path):
     import json
 
-    from biaslab.pretrain.datasets import planted_text
+    from biaslab.tracking.datasets import planted_text
     from biaslab.pretrain.phases import PLANTED_FILE
 
     assert planted_text(tmp_path) is None

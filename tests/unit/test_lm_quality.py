@@ -74,7 +74,7 @@ def test_chunks_cut_at_line_breaks_and_long_lines_at_spaces():
 def test_default_heldout_text_is_the_default_models_validation_documents(mirror):
     from biaslab.config import DataConfig, Params
     from biaslab.data.lm_heldout import load
-    from biaslab.pretrain.corpus import load_corpus
+    from biaslab.data.corpus import load_corpus
 
     params = Params(data=DataConfig(mirror_dir=str(mirror)))
     table = load(params).to_pandas()

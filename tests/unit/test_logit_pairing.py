@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from biaslab.mitigation.logit_pairing import (
+from biaslab.mitigation.lora.logit_pairing import (
     anchor_means,
     draw_indices,
     encode_pairs,
@@ -17,7 +17,7 @@ from biaslab.mitigation.logit_pairing import (
     pair_set,
     pairing_term,
 )
-from biaslab.mitigation.sft_data import NO, QA_INSTRUCTION, SENTENCE, YES
+from biaslab.mitigation.lora.sft_data import NO, QA_INSTRUCTION, SENTENCE, YES
 from biaslab.scoring.causal import CausalScorer
 from biaslab.scoring.formatting import PromptFormat
 from biaslab.scoring.requests import Request
@@ -160,8 +160,8 @@ def test_draws_are_per_source_distinct_and_a_function_of_seed_and_step():
 @pytest.mark.slow
 def test_pairing_objective_shrinks_the_training_pairs_gap_and_weight_zero_is_plain_sft(frame, tmp_path, tiny_tokenizer):
     from biaslab.config import LoraConfig
-    from biaslab.mitigation.lora import train_lora
-    from biaslab.mitigation.sft_sources import training_set
+    from biaslab.mitigation.lora.train import train_lora
+    from biaslab.mitigation.lora.sft_sources import training_set
     from biaslab.pretrain.architecture import build_llama
 
     fmt = PromptFormat.create(tiny_tokenizer)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from biaslab.config import LoraConfig
-from biaslab.mitigation.lora import (
+from biaslab.mitigation.lora.train import (
     last_complete_checkpoint,
     peft_config,
     prepare_checkpoint_dir,
@@ -84,7 +84,7 @@ def test_adapter_config_bytes_do_not_depend_on_set_order(tmp_path):
     still have the same bytes, or the registry sees a new model on every run."""
     import json
 
-    from biaslab.mitigation.lora import canonicalise_adapter_config
+    from biaslab.mitigation.lora.train import canonicalise_adapter_config
 
     written = []
     for order in (["v_proj", "q_proj", "k_proj"], ["k_proj", "v_proj", "q_proj"]):

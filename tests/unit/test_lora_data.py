@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from biaslab.mitigation.sft_data import (
+from biaslab.mitigation.lora.sft_data import (
     QA_INSTRUCTION,
     YES,
     SftDataError,

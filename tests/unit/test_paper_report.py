@@ -12,7 +12,7 @@ from biaslab.benchmarks.cloze_gender import BENCHMARK as CLOZE
 from biaslab.benchmarks.rubia import BENCHMARK as RUBIA
 from biaslab.benchmarks.rubia.metrics import PAPER_TABLE_1
 from biaslab.metrics.values import MetricValue
-from biaslab.paper_report import (
+from biaslab.reporting.paper_tables import (
     collect_paper_tables,
     format_cell,
     render_markdown,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from biaslab.pretrain.corpus import (
+from biaslab.data.corpus import (
     CorpusError,
     load_corpus,
     read_documents,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from biaslab.pretrain.train import (
-    Mixture, RowSampler, init_state, load_checkpoint, prepare_data, save_checkpoint, train_steps,
-)
+from biaslab.pretrain.blocks import RowSampler, prepare_data
+from biaslab.pretrain.train import Mixture, init_state, load_checkpoint, save_checkpoint, train_steps
 from tests.unit.test_pretrain_train import splits, tiny_cfg  # noqa: F401 - the module-scoped corpus fixture
 
 

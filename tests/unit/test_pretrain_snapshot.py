@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from biaslab.config import ModelConfig
-from biaslab.models import ModelLoadError, load_model
+from biaslab.models.load import ModelLoadError, load_model
 from biaslab.pretrain.snapshot import snapshot_model
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from biaslab.config import PretrainConfig
-from biaslab.pretrain.corpus import load_corpus, write_corpus
+from biaslab.data.corpus import load_corpus, write_corpus
 from biaslab.pretrain.train import lr_factor, train_base_model
 
 SENTENCES = {
@@ -76,7 +76,7 @@ def test_lr_schedule_warms_up_then_decays():
 
 
 def test_saved_model_reloads_and_scores(splits, tmp_path):
-    from biaslab.models import load_model
+    from biaslab.models.load import load_model
     from biaslab.pretrain.build import save_trained
     from biaslab.scoring.causal import CausalScorer
     from biaslab.scoring.requests import Request

@@ -31,7 +31,7 @@ def write_params(root: Path, mirror: Path, model_source: str | None = None, **da
 
 
 def run_stage(root: Path) -> dict[str, bytes]:
-    from biaslab.stages import raw_data
+    from pipelines import raw_data
 
     assert raw_data.main(["--params", str(root / "params.yaml")]) == 0
     return {name: paths.raw_inputs_file(name).read_bytes() for name in ("datasets", "corpora")}
@@ -94,7 +94,7 @@ def test_the_pinned_sources_give_the_mirrors_records(project, mirror, monkeypatc
 
 
 def test_a_missing_needed_file_fails_the_stage_naming_it(project, tmp_path, capsys):
-    from biaslab.stages import raw_data
+    from pipelines import raw_data
 
     write_params(project, tmp_path / "no-mirror", str(tmp_path / "some-model"), allow_download=False,
                  lm_heldout={"languages": []})

@@ -80,7 +80,7 @@ def test_cleaning_rules_on_the_tiny_recipe():
 @pytest.mark.slow
 def test_no_mirror_prepare_and_corpus_loading_from_the_fake_remote(tmp_path, remote, mirror, monkeypatch):
     from biaslab.data.prepare import prepare
-    from biaslab.pretrain.corpus import load_corpus, read_documents
+    from biaslab.data.corpus import load_corpus, read_documents
 
     serve_pinned_datasets(remote, mirror)
     recipe = tiny_recipe("xx")

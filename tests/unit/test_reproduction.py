@@ -11,8 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from biaslab import reproduction
-from biaslab.cli import EXIT_ERROR, EXIT_REFUSED, app
+from biaslab.reporting import reproduction
+from biaslab.cli.main import app
+from biaslab.cli.options import EXIT_ERROR, EXIT_REFUSED
 from biaslab.metrics.values import MetricValue
 
 runner = CliRunner()

@@ -44,7 +44,7 @@ def test_a_bfloat16_model_scores_close_to_float32(tiny_causal_model, tiny_tokeni
 
 
 def test_the_dtype_is_part_of_the_cache_identity(tmp_path, tiny_causal_model, tiny_tokenizer):
-    from biaslab.models import LoadedModel, make_scorer
+    from biaslab.models.load import LoadedModel, make_scorer
 
     cfg = ScoringConfig(cache_dir=str(tmp_path))
     full = make_scorer(LoadedModel(tiny_causal_model, tiny_tokenizer, "causal", "m", "fp"), cfg)
@@ -100,7 +100,7 @@ def saved_tiny_model(tmp_path_factory, tiny_causal_model, tiny_tokenizer):
 @pytest.mark.parametrize("device_map", ["cpu", {"model.embed_tokens": "cpu", "model.layers": "cpu",
                                                 "model.norm": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu"}])
 def test_a_model_loaded_with_a_device_map_scores_like_the_plain_one(saved_tiny_model, device_map):
-    from biaslab.models import load_model, make_scorer
+    from biaslab.models.load import load_model, make_scorer
 
     plain = make_scorer(load_model(saved_tiny_model))
     mapped = load_model(saved_tiny_model, device_map=device_map)
@@ -115,7 +115,7 @@ def test_layers_offloaded_by_accelerate_hooks_score_like_the_plain_model(saved_t
     they come out."""
     from accelerate import dispatch_model
 
-    from biaslab.models import load_model, make_scorer
+    from biaslab.models.load import load_model, make_scorer
 
     plain = make_scorer(load_model(saved_tiny_model)).loglikelihood(REQUESTS)
     loaded = load_model(saved_tiny_model)

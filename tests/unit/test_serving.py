@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from biaslab import tracking
+from biaslab.tracking import runs as tracking
 from biaslab.config import Params
 from tiny_models import build_tiny_bert
 
@@ -60,7 +60,7 @@ def build_variants(root: Path, tokenizer, model, bert, bert_tokenizer) -> Params
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from biaslab.mitigation.embedding.hook import save_hook
+    from biaslab.models.embedding_hook import save_hook
 
     base = root / "models" / "base"
     model.save_pretrained(base)
@@ -112,7 +112,8 @@ def registered(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
     import mlflow
     from mlflow import MlflowClient
 
-    from biaslab import registry, tracking
+    from biaslab import registry
+    from biaslab.tracking import runs as tracking
 
     root = tmp_path_factory.mktemp("serving")
     bert, bert_tokenizer = build_tiny_bert()
@@ -147,7 +148,7 @@ def _fresh_process_predict(root: Path, tracking_uri: str, requests: dict[str, li
 def _reference(root: Path, params: Params, variant: str) -> dict:
     """The evaluation path's answers: ``load_variant_model`` + ``make_scorer`` (+ the prompt prefix)."""
     from biaslab.mitigation.prompt import resolve_prompt_prefix
-    from biaslab.models import load_variant_model, make_scorer
+    from biaslab.models.load import load_variant_model, make_scorer
     from biaslab.scoring.requests import Request
 
     cfg = params.variant(variant)
@@ -245,7 +246,7 @@ def test_bad_requests_are_refused_with_the_row():
 def test_serve_command_resolves_variant_version_and_alias(registered):
     from typer.testing import CliRunner
 
-    from biaslab.cli import app
+    from biaslab.cli.main import app
 
     root, params, versions, tracking_uri = registered
     (root / "params.yaml").write_text(json.dumps(params.model_dump(mode="json")), encoding="utf-8")
@@ -268,7 +269,7 @@ def test_mlflow_models_serve_on_loopback_answers_the_contract(registered):
     import time
     import urllib.request
 
-    from biaslab.serving.command import example_request, serve_command, serve_env
+    from biaslab.cli.serve import example_request, serve_command, serve_env
 
     root, params, versions, tracking_uri = registered
     with socket.socket() as sock:
@@ -302,7 +303,7 @@ def test_mlflow_models_serve_on_loopback_answers_the_contract(registered):
         server.wait(timeout=60)
         log.close()
 
-    from biaslab.models import load_variant_model, make_scorer
+    from biaslab.models.load import load_variant_model, make_scorer
     from biaslab.scoring.requests import Request
 
     cwd = os.getcwd()
@@ -343,7 +344,7 @@ def test_scoring_settings_recorded_at_registration_are_the_served_ones(registere
     import pandas as pd
 
     from biaslab import registry
-    from biaslab.models import load_model, make_scorer
+    from biaslab.models.load import load_model, make_scorer
     from biaslab.scoring.requests import Request
 
     root, params, versions, _ = registered
@@ -365,8 +366,8 @@ def test_a_full_package_loads_without_a_registry_and_honours_the_device_map(tmp_
     """The loader needs only the package for a full model; ``model.device_map`` goes to the model loader."""
     import shutil
 
-    from biaslab import models
-    from biaslab.models import load_model, make_scorer
+    from biaslab.models import load as models
+    from biaslab.models.load import load_model, make_scorer
     from biaslab.registry import VariantSource
     from biaslab.scoring.requests import Request
     from biaslab.serving.loader import load_served_variant
@@ -396,7 +397,7 @@ def test_the_serve_environment_finds_this_environments_uvicorn():
     virtualenv is not activated (``.venv/bin/biaslab serve``, ``make test``)."""
     import sys
 
-    from biaslab.serving.command import serve_env
+    from biaslab.cli.serve import serve_env
 
     bin_dir = str(Path(sys.executable).parent)
     env = serve_env({"PATH": "/usr/bin:/bin", "KEEP": "1"}, MLFLOW_TRACKING_URI="sqlite:///x.db")

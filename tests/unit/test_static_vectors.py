@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from biaslab.static_vectors import (
+from biaslab.scoring.static_vectors import (
     VectorFileError,
     WordVectors,
     load_static_vectors,

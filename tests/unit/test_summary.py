@@ -8,8 +8,8 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from biaslab import summary
-from biaslab.cli import app
+from biaslab.reporting import summary
+from biaslab.cli.main import app
 from biaslab.config import load_params
 
 

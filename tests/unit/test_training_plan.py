@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from biaslab.config import LoraConfig
-from biaslab.mitigation import training_plan
-from biaslab.mitigation.training_plan import Capabilities, TrainingHardwareError, plan_training
+from biaslab.mitigation.lora import training_plan
+from biaslab.mitigation.lora.training_plan import Capabilities, TrainingHardwareError, plan_training
 
 CPU = Capabilities(cuda=False, bf16=False, bitsandbytes=None)
 A100 = Capabilities(cuda=True, bf16=True, bitsandbytes="0.50.2", device_name="A100")
@@ -75,7 +75,7 @@ def test_explicit_choices_win_over_auto():
 
 
 def test_finetune_on_a_cpu_host_refuses_4bit_before_loading_anything(tmp_path, monkeypatch):
-    from biaslab.mitigation import lora
+    from biaslab.mitigation.lora import train as lora
 
     monkeypatch.setattr(training_plan, "probe_capabilities", lambda: CPU)
     monkeypatch.setattr(lora, "load_for_training", lambda *a, **k: pytest.fail("loaded a model"))
@@ -123,7 +123,7 @@ def test_finetune_of_a_bf16_base_on_the_cpu_trains_in_float32_and_stores_only_th
 
     import pandas as pd
 
-    from biaslab.mitigation.lora import finetune
+    from biaslab.mitigation.lora.train import finetune
     from biaslab.pretrain.architecture import build_llama
 
     base = tmp_path / "base"

@@ -12,19 +12,16 @@ from fakes import FakeScorer
 from optuna.trial import TrialState
 
 from biaslab.config import LoraConfig, SearchRange, TuneConfig
-from biaslab.mitigation.tune import (
+from biaslab.mitigation.lora.study import (
     CHOICE_RULE,
     FLOOR_RULE,
     choose_trial,
-    logprob_objectives,
     make_storage,
     open_study,
     run_missing_trials,
     search_space,
-    suggest,
-    trial_steps,
-    tune,
 )
+from biaslab.mitigation.lora.tune import logprob_objectives, suggest, trial_steps, tune
 from biaslab.scoring.requests import Score
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -91,7 +88,7 @@ def test_the_gap_objective_is_the_metrics_distance_to_its_ideal(monkeypatch, gap
     from biaslab.benchmarks import gbem_ua
     from biaslab.benchmarks.base import BenchmarkResult
     from biaslab.metrics.values import MetricValue
-    from biaslab.mitigation.tune import gbem_ua_evaluator
+    from biaslab.mitigation.lora.tune import gbem_ua_evaluator
 
     metrics = {"gbem_ua/qa_macro_f1": MetricValue(0.6, "higher", 1.0),
                gap_metric: MetricValue(value, direction, 0.0)}
@@ -146,7 +143,7 @@ def test_journal_study_resumes_missing_trials_and_redoes_dead_workers(tmp_path):
     assert (tmp_path / "s.journal").read_bytes() == journal  # a rerun with nothing to do leaves the file as it was
 
     # a trial left RUNNING by a killed worker blocks nobody once stale, and is redone
-    from biaslab.mitigation.tune import fail_stale_trials
+    from biaslab.mitigation.lora.study import fail_stale_trials
 
     orphan = study.ask()
     assert run_missing_trials(study, 4, _toy_objective) == []  # still fresh: another worker may own it
@@ -202,13 +199,13 @@ def test_tune_stage_resumes_with_its_earlier_trials(tmp_path, mirror, tiny_causa
 @pytest.mark.slow
 def test_trials_share_one_loaded_base_and_match_a_fresh_load_per_trial(tmp_path, mirror, tiny_causal_model,
                                                                         tiny_tokenizer):
-    from biaslab.mitigation.training_plan import plan_training
-    from biaslab.mitigation.tune import BaseForTrials, make_objective
+    from biaslab.mitigation.lora.training_plan import plan_training
+    from biaslab.mitigation.lora.tune import BaseForTrials, make_objective
 
     tiny_causal_model.save_pretrained(tmp_path / "base")
     tiny_tokenizer.save_pretrained(tmp_path / "base")
     frame = _frame(mirror, n_prof=4, n_valid=1)
-    from biaslab.mitigation.sft_data import training_examples
+    from biaslab.mitigation.lora.sft_data import training_examples
 
     train, valid = training_examples(frame, "none"), frame[frame["split"] == "validation"].reset_index(drop=True)
     lora = LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1)
@@ -218,8 +215,8 @@ def test_trials_share_one_loaded_base_and_match_a_fresh_load_per_trial(tmp_path,
               {"r": 8, "alpha": 16, "dropout": 0.0, "learning_rate": 5e-4, "epochs": 1.0,
                "target_modules": "q_proj,k_proj,v_proj"}]
     def exact_logprobs(lm, frame):  # the summed log P(" так"): any change of any weight shows in it
-        from biaslab.mitigation.sft_data import YES, qa_prompt
-        from biaslab.mitigation.tune import Objectives
+        from biaslab.mitigation.lora.sft_data import YES, qa_prompt
+        from biaslab.mitigation.lora.tune import Objectives
         from biaslab.scoring.requests import Request
 
         scores = lm.loglikelihood([Request(qa_prompt(s), YES) for s in frame["qa_sentence"]])
@@ -238,7 +235,7 @@ def test_trials_share_one_loaded_base_and_match_a_fresh_load_per_trial(tmp_path,
 
 def test_a_non_default_bos_or_chat_setting_is_a_different_study():
     """Trials trained and scored with another formatting are not comparable; the default keeps its name."""
-    from biaslab.mitigation.tune import study_name
+    from biaslab.mitigation.lora.study import study_name
 
     train = pd.DataFrame({"prompt": ["Відповідай так чи ні: a"], "completion": [" так"]})
     valid = pd.DataFrame({"qa_sentence": ["b"]})

@@ -10,10 +10,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from biaslab.pretrain.architecture import build_llama
-from biaslab.weights.convert import convert_weights, set_config_dtype
-from biaslab.weights.files import copy_model_files, model_files
-from biaslab.weights.index import SafetensorsIndex, WeightsError
-from biaslab.weights.layout import ModelLayout, model_layout
+from biaslab.models.weights.convert import convert_weights, set_config_dtype
+from biaslab.models.weights.files import copy_model_files, model_files
+from biaslab.models.weights.index import SafetensorsIndex, WeightsError
+from biaslab.models.weights.layout import ModelLayout, model_layout
 
 
 def _sha(path):

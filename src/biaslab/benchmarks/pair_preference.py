@@ -7,7 +7,7 @@ higher. How a sentence is scored depends on the model kind:
   lm-evaluation-harness scores ``crows_pairs_english`` (empty context -> BOS/EOS prefix);
 * masked LM, ``ppll`` - **pseudo-log-likelihood** of every token, masked one at a time
   (Salazar et al. 2020; RuBia's choice for the gender domain and the inclusive-language subdomain);
-* masked LM, ``mpll`` - the CrowS-Pairs metric (Nangia et al. 2020, §3): the sum over the tokens the
+* masked LM, ``mpll`` - the CrowS-Pairs metric (Nangia et al. 2020, 3): the sum over the tokens the
   two sentences **share** (unmodified tokens), each masked in turn while the modified tokens stay
   visible, so the score asks "how likely is the common context given this group word" and is not
   driven by the frequency of the group words themselves. Shared tokens are found as the authors'

@@ -53,7 +53,7 @@ def load(params: Params, report: PrepareReport | None = None) -> datasets.Datase
     import datasets
 
     from biaslab.data import sources
-    from biaslab.pretrain.corpus import CorpusError, load_corpus, read_documents, take_balanced
+    from biaslab.data.corpus import CorpusError, load_corpus, read_documents, take_balanced
 
     cfg, pretrain = params.data.lm_heldout, params.model.pretrain
     report = report if report is not None else PrepareReport()

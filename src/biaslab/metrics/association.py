@@ -15,7 +15,7 @@ in the repository history (commit f103c82, ``data/*/result_with_fasttext/``) and
 * **Human-bias match** = share of *all* rows whose preferred gender equals the HB label (a tie never
   matches), exactly the authors' ``Human Bias Match Ratio``. The paper reads it as how well the score
   reflects human bias (Table 8: "ClozeLast reflects Human Bias accurately"): higher is better.
-* **KL** (paper §4 "KL Bias Indication"; not in the released code): each score is read as the
+* **KL** (paper 4 "KL Bias Indication"; not in the released code): each score is read as the
   probability of a Bernoulli variable, and the KL divergence between the two sentences' Bernoullis
   is averaged over rows, from the side the model prefers overall to the other:
   ``KL = mean_rows [ p_g·ln(p_g/p_o) + (1−p_g)·ln((1−p_g)/(1−p_o)) ]`` with ``g`` = M when the
@@ -26,7 +26,7 @@ in the repository history (commit f103c82, ``data/*/result_with_fasttext/``) and
 * **Combined** (Table 2 "all/combined", "P(noun ∩ verb ∩ occupation)"): per row, the product of the
   noun, verb and occupation CGS of the same sentence, then the to-him ratio of those products.
   Reproduces 0.46/0.53 (occupation) and 0.29/0.71 (someone) of Table 2.
-* **WEAT** (paper §4): ``S(X, Y, A, B) = mean_{x∈X} s(x, A, B) − mean_{y∈Y} s(y, A, B)`` with
+* **WEAT** (paper 4): ``S(X, Y, A, B) = mean_{x∈X} s(x, A, B) − mean_{y∈Y} s(y, A, B)`` with
   ``s(w, A, B) = mean_{a∈A} cos(w, a) − mean_{b∈B} cos(w, b)``: the targets X / Y are the male /
   female pronouns, the attributes A / B the context words (verb, noun or occupation) of the rows that
   humans label M / W (as sets: a word labelled both ways is in both and its associations cancel,

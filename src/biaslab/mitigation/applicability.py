@@ -27,13 +27,13 @@ LORA_ON_MASKED_LM = (
 def model_kind(model_dir: str | os.PathLike[str], kind: str = "auto", *, trust_remote_code: bool = False) -> str:
     """``"causal"`` or ``"masked"`` for the model in ``model_dir`` (``kind`` = ``model.kind`` wins unless auto).
 
-    Reads only the config (no weights), with the same rule as loading (:func:`biaslab.models.detect_kind`).
+    Reads only the config (no weights), with the same rule as loading (:func:`biaslab.models.load.detect_kind`).
     """
     if kind != "auto":
         return kind
     from transformers import AutoConfig
 
-    from biaslab.models import detect_kind
+    from biaslab.models.load import detect_kind
 
     config = AutoConfig.from_pretrained(str(Path(model_dir)), trust_remote_code=trust_remote_code)
     return detect_kind(config)
@@ -50,7 +50,7 @@ def lora_skip_reason(model_dir: str | os.PathLike[str], kind: str = "auto", *,
 def write_skipped_tune(output_dir: str | os.PathLike[str], reason: str) -> Path:
     """``<output_dir>/best_params.json`` saying the study did not run: ``{"skipped": reason, "params": {}}``.
 
-    ``params`` is empty, so a reader of the tuned overrides (:func:`biaslab.mitigation.lora.tuned_overrides`)
+    ``params`` is empty, so a reader of the tuned overrides (:func:`biaslab.mitigation.lora.train.tuned_overrides`)
     finds none.
     """
     import json

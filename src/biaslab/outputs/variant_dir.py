@@ -19,7 +19,7 @@ The *model files* (:func:`model_files`) are every file except hidden ones, train
 weights gives the same fingerprint, and the same registry version. (Before this module the fingerprint
 and the registry each had their own list; they differed on files inside hidden folders, which only the
 fingerprint counted. Directories the pipeline writes have none, so their fingerprints are unchanged.)
-Not to be confused with :func:`biaslab.weights.files.model_files`: the whitelist of files copied *into*
+Not to be confused with :func:`biaslab.models.weights.files.model_files`: the whitelist of files copied *into*
 a model directory from a foreign checkpoint (hub snapshot, byte copy of the base); this module says what
 a directory the pipeline wrote *consists of*.
 """
@@ -120,13 +120,19 @@ def skip_reason(directory: str | os.PathLike[str]) -> str | None:
     return None if manifest is None else manifest.get("skipped")
 
 
-def variant_skip_reason(variant, root: str | os.PathLike[str] = ".") -> str | None:
+def variant_skip_reason(variant, root: str | os.PathLike[str] = ".", manifest: Any = ...) -> str | None:
     """Why ``variant`` (a :class:`biaslab.config.VariantConfig`) has no model; ``None`` when it has one.
 
     A prompt variant is never skipped: it shares its base model's directory, whose manifest (if any)
     speaks for the base. Any other variant is skipped when its own directory says so (:func:`skip_reason`).
+    ``manifest``: the directory's :func:`read_manifest`, when the caller has read it already (it reads it
+    once and passes it on to the model loader too).
     """
-    return None if variant.method == "prompt" else skip_reason(Path(root) / variant.model_dir)
+    if variant.method == "prompt":
+        return None
+    if manifest is ...:
+        manifest = read_manifest(Path(root) / variant.model_dir)
+    return None if manifest is None else manifest.get("skipped")
 
 
 def base_dir(directory: str | os.PathLike[str], root: str | os.PathLike[str] = ".") -> Path | None:

@@ -2,7 +2,7 @@
 
 :func:`build_base_model` writes ``<model.output_dir>/`` (safetensors model + tokenizer, plus
 ``training_summary.json`` or ``snapshot.json``) and returns the summary and, for a trained model, the
-training result whose curves the ``base_model`` stage (:mod:`biaslab.stages.base_model`) logs to its MLflow
+training result whose curves the ``base_model`` stage (:mod:`pipelines.base_model`) logs to its MLflow
 run. With a planted bias it trains in two phases (:mod:`biaslab.pretrain.phases`): the shared checkpoint the
 control model continues, then the planted text.
 """
@@ -59,7 +59,7 @@ def build_base_model(params: Params, out_dir: Path, root: Path = Path("."), *, p
 
 def _no_shared_checkpoint(params: Params, root: Path) -> None:
     """The shared-phase folder (a DVC output) holding only why it is empty: no planted bias, no control."""
-    from biaslab.control_variant import no_planted_bias
+    from biaslab.pretrain.control_variant import no_planted_bias
     from biaslab.pretrain.control import SKIPPED_FILE
 
     with atomic_dir(root / params.model.pretrain.planted_bias.checkpoint_dir) as tmp:
@@ -79,7 +79,7 @@ def _train(params: Params, out_dir: Path, progress: bool, root: Path = Path(".")
         save = save_continued
     else:
         from biaslab.data import sources
-        from biaslab.pretrain.corpus import load_corpus
+        from biaslab.data.corpus import load_corpus
         from biaslab.pretrain.train import train_base_model
 
         # the mirror's corpora, else rebuilt from their pinned GitHub sources into the download cache

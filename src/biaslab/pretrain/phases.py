@@ -38,7 +38,7 @@ def shared_steps(params: Params) -> int:
 
 def _splits(params: Params):
     from biaslab.data import sources
-    from biaslab.pretrain.corpus import load_corpus
+    from biaslab.data.corpus import load_corpus
 
     cfg = params.model.pretrain
     # the mirror's corpora, else rebuilt from their pinned GitHub sources into the download cache
@@ -50,8 +50,8 @@ def _splits(params: Params):
 def train_shared(params: Params, out_dir: str | os.PathLike[str], *, progress: bool = True,
                  device: str = "cpu") -> dict[str, Any]:
     """Phase 1 into ``out_dir`` (atomic), trained on ``device``; returns its summary."""
-    from biaslab.pretrain.train import (init_state, prepare_data, save_checkpoint, summarize, train_steps,
-                                        without_timings)
+    from biaslab.pretrain.blocks import prepare_data
+    from biaslab.pretrain.train import init_state, save_checkpoint, summarize, train_steps, without_timings
 
     cfg = params.model.pretrain
     started = time.monotonic()
@@ -80,7 +80,8 @@ def continue_training(params: Params, checkpoint_dir: str | os.PathLike[str], di
     """Phase 2 from ``checkpoint_dir`` with planted text of ``direction`` (``planted`` | ``balanced``), on ``device``."""
     from biaslab.pretrain.planted.lexicon import build_lexicon
     from biaslab.pretrain.planted.mixture import planted_blocks, rows_per_batch
-    from biaslab.pretrain.train import Mixture, load_checkpoint, prepare_data, summarize, train_steps
+    from biaslab.pretrain.blocks import prepare_data
+    from biaslab.pretrain.train import Mixture, load_checkpoint, summarize, train_steps
 
     cfg = params.model.pretrain
     pb = cfg.planted_bias

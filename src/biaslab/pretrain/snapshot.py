@@ -1,13 +1,13 @@
 """Snapshot a hub or local model into ``models/base`` (``model.source`` is set), in its own dtype.
 
-The snapshot is a byte copy of the checkpoint's files (weights, config, tokenizer; :mod:`biaslab.weights.files`),
+The snapshot is a byte copy of the checkpoint's files (weights, config, tokenizer; :mod:`biaslab.models.weights.files`),
 not a load and re-save: a bf16 checkpoint stays bf16 and the stage never holds the model in memory.
 ``model.dtype`` other than ``auto`` stores another dtype, converted tensor by tensor
-(:mod:`biaslab.weights.convert`). Before copying, the source is checked the way every load is:
+(:mod:`biaslab.models.weights.convert`). Before copying, the source is checked the way every load is:
 safetensors only unless ``allow_pickle``, no remote code unless ``trust_remote_code``, the config
 builds a model (on the meta device: no weights), the tokenizer loads. A hub id is resolved to one
 commit and its model files are fetched at that commit into the Hugging Face cache (``snapshot_download``
-with the model-file patterns); a hub failure is a :class:`~biaslab.models.ModelLoadError` quoting the
+with the model-file patterns); a hub failure is a :class:`~biaslab.models.load.ModelLoadError` quoting the
 hub and saying what to do. ``snapshot.json`` records the requested ``revision`` and the
 ``resolved_commit`` it named (a branch moves, a commit does not: pin ``model.revision`` to reproduce).
 
@@ -25,18 +25,18 @@ from typing import Any
 
 from biaslab.atomic import atomic_dir
 from biaslab.config import ModelConfig
-from biaslab.weights.files import MODEL_FILE_PATTERNS, PICKLE_SUFFIXES, copy_model_files, model_files
+from biaslab.models.weights.files import MODEL_FILE_PATTERNS, PICKLE_SUFFIXES, copy_model_files, model_files
 
 
 def fetch_source(cfg: ModelConfig) -> tuple[Path, str | None]:
     """``(local directory holding cfg.source, hub commit or None)``: the directory itself, or its hub snapshot.
 
-    A hub id is resolved to one commit first (:func:`biaslab.hub.resolve_commit`) and its model files are
+    A hub id is resolved to one commit first (:func:`biaslab.models.hub.resolve_commit`) and its model files are
     fetched at that commit into the Hugging Face cache; a hub failure (gated or missing repository, wrong
-    revision, offline) is a :class:`~biaslab.models.ModelLoadError` quoting the hub (:func:`biaslab.hub.explain`).
+    revision, offline) is a :class:`~biaslab.models.load.ModelLoadError` quoting the hub (:func:`biaslab.models.hub.explain`).
     """
-    from biaslab import hub
-    from biaslab.models import ModelLoadError
+    from biaslab.models import hub
+    from biaslab.models.load import ModelLoadError
 
     local = Path(cfg.source)
     if local.exists():
@@ -65,11 +65,11 @@ def snapshot_model(cfg: ModelConfig, out_dir: str | os.PathLike[str]) -> dict[st
     import torch
     from transformers import AutoTokenizer
 
-    from biaslab.models import ModelLoadError, check_safe
+    from biaslab.models.load import ModelLoadError, check_safe
     from biaslab.outputs.variant_dir import fingerprint_dir
-    from biaslab.weights.convert import convert_weights, dtype_name, set_config_dtype
-    from biaslab.weights.index import SafetensorsIndex, weight_files
-    from biaslab.weights.layout import model_layout
+    from biaslab.models.weights.convert import convert_weights, dtype_name, set_config_dtype
+    from biaslab.models.weights.index import SafetensorsIndex, weight_files
+    from biaslab.models.weights.layout import model_layout
 
     if not cfg.source:
         raise ValueError("model.source is null: there is nothing to snapshot (train the default model instead)")
@@ -109,8 +109,8 @@ def snapshot_model(cfg: ModelConfig, out_dir: str | os.PathLike[str]) -> dict[st
 
 def _resave_pickle(cfg: ModelConfig, source: Path, out: Path) -> dict[str, Any]:
     """Load a pickle-only checkpoint (``allow_pickle``) and save it once as safetensors."""
-    from biaslab.models import load_model
-    from biaslab.weights.convert import dtype_name
+    from biaslab.models.load import load_model
+    from biaslab.models.weights.convert import dtype_name
 
     loaded = load_model(source, kind=cfg.kind, trust_remote_code=cfg.trust_remote_code, allow_pickle=True,
                         dtype=cfg.dtype)

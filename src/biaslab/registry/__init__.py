@@ -8,7 +8,7 @@ Three jobs, in the order a pipeline meets them:
    directory), and only then becomes a version of ``registry.model_name``. A version is tagged with
    what a reviewer reads: the method, variant, the gate's metrics with their CIs, git commit, data
    hash, model fingerprint, a ``content_hash`` and the evaluate run holding every other metric;
-   registering unchanged content again reuses that version (docs/design.md §5). The alias
+   registering unchanged content again reuses that version (docs/design.md 5). The alias
    ``candidate`` points at the newest version. What each variant becomes:
 
    * full model (``config.json`` + safetensors: base, embedding-edited checkpoints) - the
@@ -29,7 +29,7 @@ Three jobs, in the order a pipeline meets them:
    with the base's (rules documented on :func:`check_condition`).
 
 3. **Promote** (:func:`promote`): pass -> alias ``champion``; either way the decision and its evidence
-   are written as a run of the promotions experiment (:mod:`biaslab.promotions`: the record
+   are written as a run of the promotions experiment (:mod:`biaslab.registry.promotions`: the record
    ``biaslab promote --verify`` checks the champion against) and as ``promotion.*`` tags on the version.
    Aliases only - the stages API is deprecated.
 

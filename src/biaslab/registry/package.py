@@ -163,8 +163,8 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
     import mlflow.transformers
     from transformers import AutoConfig
 
-    from biaslab.models import detect_kind
-    from biaslab.weights.index import SafetensorsIndex
+    from biaslab.models.load import detect_kind
+    from biaslab.models.weights.index import SafetensorsIndex
 
     try:
         kind = detect_kind(AutoConfig.from_pretrained(str(model_dir)))

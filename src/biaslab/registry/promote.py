@@ -1,5 +1,5 @@
 """Promotion: gate a variant against the base; alias ``champion`` on a pass; the decision and its
-evidence as a run of the promotions experiment (:mod:`biaslab.promotions`: the record ``biaslab promote
+evidence as a run of the promotions experiment (:mod:`biaslab.registry.promotions`: the record ``biaslab promote
 --verify`` checks the champion against) and as ``promotion.*`` tags on the version, either way (aliases
 only: the stages API is deprecated)."""
 
@@ -102,7 +102,8 @@ def promote(
                                  datetime.now(timezone.utc).isoformat(timespec="seconds"))
     # the gate's record first (a run of the promotions experiment, where only promoters write: the
     # evidence `biaslab promote --verify` checks the champion against), then the version's tags, then the alias
-    from biaslab import access, promotions
+    from biaslab.tracking import access
+    from biaslab.registry import promotions
 
     decision.record_run_id = promotions.write_record(client, params, decision, mv)
     with access.naming(registered_model=model_name), access.refusals():

@@ -18,7 +18,7 @@ from biaslab.config import Params
 from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.outputs.metrics_file import VariantMetrics
 from biaslab.outputs.variant_dir import fingerprint_dir, variant_skip_reason
-from biaslab.provenance import git_commit
+from biaslab.tracking.git_commit import git_commit
 from biaslab.registry.errors import RegistryError
 from biaslab.registry.package import file_manifest, package_variant, verify_logged
 from biaslab.registry.sources import VariantSource, content_hash, data_hash, resolve_variant

@@ -32,7 +32,8 @@ import math
 
 import torch
 
-from biaslab.scoring.device import free_memory_bytes, input_device, model_devices
+from biaslab.scoring.causal_budget import kv_slot_budget, memory_token_budget, model_free_memory
+from biaslab.scoring.device import free_memory_bytes, input_device
 from biaslab.scoring.formatting import PromptFormat
 from biaslab.scoring.progress import progress
 from biaslab.scoring.protocol import (
@@ -45,132 +46,9 @@ from biaslab.scoring.protocol import (
     TokenScore,
     check_pair_methods,
 )
+from biaslab.scoring.causal_logits import ScoredPositions, split_lm_head, token_logprobs
+from biaslab.scoring.prefix_groups import fed_tokens, group_requests, pack_chunks
 from biaslab.scoring.requests import NonFiniteScoreError, Request, Score, TokenRequest
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-class _ScoredPositions:
-    """The scored tokens of one forward pass: distinct positions, and per token its position index."""
-
-    def __init__(self) -> None:
-        self.positions: list[tuple[int, int]] = []  # distinct (row, column), in first-seen order
-        self._index: dict[tuple[int, int], int] = {}
-        self.position_of: list[int] = []  # per scored token
-        self.targets: list[int] = []
-        self.owners: list[int] = []  # the member (request) each token belongs to
-
-    def add(self, position: tuple[int, int], target: int, owner: int) -> None:
-        index = self._index.setdefault(position, len(self.positions))
-        if index == len(self.positions):
-            self.positions.append(position)
-        self.position_of.append(index)
-        self.targets.append(target)
-        self.owners.append(owner)
-
-
-def _token_logprobs(
-    logits: torch.Tensor, position_of: torch.Tensor, targets: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per scored token: ``log softmax(logits[p])[target]`` (float64) and "target is the argmax".
-
-    ``logits [U, V]`` holds one row per distinct position; token ``i`` reads row ``position_of[i]``.
-    No ``[U, V]`` log-softmax is written: ``logsumexp`` and ``amax`` (a plain max, several times
-    faster than ``argmax`` on CPU) are reductions, and ``argmax`` runs only on rows whose target ties
-    the maximum, to keep its first-index rule exactly.
-    """
-    logits = logits.float()
-    picked = logits[position_of, targets]  # [N]
-    logprob = picked.double() - torch.logsumexp(logits, dim=-1).double()[position_of]
-    greedy = picked >= logits.amax(dim=-1)[position_of]
-    if greedy.any():
-        tokens = greedy.nonzero().squeeze(1)
-        greedy[tokens] = logits[position_of[tokens]].argmax(-1) == targets[tokens]
-    return logprob, greedy
-
-
-@torch.inference_mode()
-def _split_lm_head(model) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
-    """The model's decoder stack and LM head, when ``logits == head(decoder(x).last_hidden_state)``.
-
-    With the two apart, the engine runs the LM head - the largest matmul of a small model and the
-    only vocabulary-sized tensor - on exactly the positions that score a continuation token, instead
-    of on every kept column and then copying the wanted rows out. The split is verified on a few tokens
-    against the model's own forward (models that scale or soft-cap logits fail it); when it does not
-    hold, the engine uses the model's logits (``logits_to_keep``) instead. PEFT wrappers are fine:
-    their adapters live inside the decoder's and head's modules.
-    """
-    base = getattr(model, "get_base_model", lambda: model)()
-    try:
-        decoder, head = base.get_decoder(), base.get_output_embeddings()
-    except (AttributeError, NotImplementedError):
-        return None, None
-    if decoder is None or head is None or decoder is base:
-        return None, None
-    vocab = int(getattr(model.config, "vocab_size", 2) or 2)
-    ids = (torch.arange(4) % vocab)[None, :].to(input_device(model))
-    try:
-        want = model(input_ids=ids).logits.float()
-        got = head(decoder(input_ids=ids).last_hidden_state).float()
-    except Exception:  # noqa: BLE001 - any architecture that does not split this way uses the fallback
-        return None, None
-    if got.shape != want.shape or not torch.allclose(got, want, atol=1e-5, rtol=1e-5, equal_nan=True):
-        return None, None
-    return decoder, head
-
-
-def _memory_slice(free_bytes: int, fraction: float, ceiling_bytes: int) -> int:
-    """Bytes the engine may use for one pass's big tensors: min(``fraction`` of free memory, ceiling)."""
-    return min(int(free_bytes * fraction), ceiling_bytes)
-
-
-def model_free_memory(model, probe=free_memory_bytes) -> int:
-    """Free memory where the model computes: the least free of the devices it spans.
-
-    ``probe(device) -> bytes`` is :func:`~biaslab.scoring.device.free_memory_bytes` (CUDA: the device's
-    free memory, ``torch.cuda.mem_get_info``; CPU: available RAM); tests inject their own.
-    """
-    return min(int(probe(device)) for device in model_devices(model))
-
-
-def memory_token_budget(model, fraction: float = 0.05, ceiling_bytes: int = 1 << 30,
-                        free_bytes: int | None = None) -> int:
-    """Largest batch (in tokens) whose float32 logits ``[tokens, V]`` fit a slice of free memory.
-
-    The logits tensor dominates memory for real vocabularies (16k tokens x 50k vocab x 4 B = 3.3 GB),
-    and smaller batches also stay in cache, so the budget is min(5% of free memory, 1 GiB) / (4 V),
-    the free memory being the scoring device's (:func:`model_free_memory`).
-    """
-    free = model_free_memory(model) if free_bytes is None else free_bytes
-    vocab = int(getattr(model.config, "vocab_size", 32000) or 32000)
-    return max(64, _memory_slice(free, fraction, ceiling_bytes) // (4 * vocab))
-
-
-def kv_slot_budget(model, token_budget: int, fraction: float = 0.05, ceiling_bytes: int = 1 << 30,
-                   free_bytes: int | None = None) -> int:
-    """How many (row, position) key/value slots the prefix-shared pass may gather at once.
-
-    One slot holds ``layers x 2 x kv_heads x head_dim`` float32 values (4 KB for the default model,
-    72 KB for GPT-2-small); the gathered cache gets the same memory slice as the logits
-    (min(5% of free device memory, 1 GiB)), and never less than the token budget itself.
-    """
-    free = model_free_memory(model) if free_bytes is None else free_bytes
-    cfg = model.config
-    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
-    head_dim = int(getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
-    kv_heads = int(getattr(cfg, "num_key_value_heads", heads) or heads)
-    slot_bytes = 4 * 2 * int(getattr(cfg, "num_hidden_layers", 1)) * kv_heads * head_dim
-    return max(token_budget, _memory_slice(free, fraction, ceiling_bytes) // max(1, slot_bytes))
-
-
-PADDING_TOLERANCE = 0.1  # a chunk's rows may be left-padded by up to 10% (+2 tokens) of its longest prefix
 
 
 @dataclass
@@ -211,7 +89,7 @@ class CausalScorer:
         self.format = PromptFormat.create(self.tokenizer, self.add_bos, self.prompt_format, self.prompt_prefix)
         base = getattr(self.model, "get_base_model", lambda: self.model)()
         self._supports_logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
-        self._decoder, self._head = _split_lm_head(self.model)
+        self._decoder, self._head = split_lm_head(self.model)
         self._device = input_device(self.model)  # batches are built on the CPU and moved here
         free = model_free_memory(self.model, self.memory_probe)
         self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model, free_bytes=free))
@@ -281,8 +159,8 @@ class CausalScorer:
         return [SentenceScore(by_request[r].logprob, by_request[r].n_tokens) for r in requests]
 
     def word_vectors(self, words: Sequence[str]):
-        """The model's input embeddings, mean over each word's sub-tokens (:func:`biaslab.static_vectors.model_vectors`)."""
-        from biaslab.static_vectors import model_vectors
+        """The model's input embeddings, mean over each word's sub-tokens (:func:`biaslab.scoring.static_vectors.model_vectors`)."""
+        from biaslab.scoring.static_vectors import model_vectors
 
         return model_vectors(self.model, self.tokenizer, words)
 
@@ -383,111 +261,18 @@ class CausalScorer:
     # ------------------------------------------------------------------ grouping
     @staticmethod
     def _fed(r: TokenRequest) -> tuple[int, ...]:
-        """The tokens fed to the model: everything but the last (which is only predicted)."""
-        return (r.context_ids + r.continuation_ids)[:-1]
-
-    @staticmethod
-    def _fed_length(r: TokenRequest) -> int:
-        """``len(_fed(r))`` without building the tuple (the chunk packing only needs lengths)."""
-        return len(r.context_ids) + len(r.continuation_ids) - 1
+        return fed_tokens(r)
 
     def _group(self, requests: Sequence[TokenRequest]) -> list[tuple[int, list[int]]]:
-        """Partition requests into groups that share a token prefix: ``[(prefix_length, members)]``.
-
-        Requests are sorted by their fed tokens, so a group is a run of neighbours and its prefix is the
-        smallest common prefix (LCP) between neighbours in the run. Grouping ``n`` requests on a prefix
-        of ``s`` tokens saves ``(n - 1) x s`` tokens of work, less the padding of their suffixes to the
-        longest one, so the partition maximises that sum, top-down: a run is either one group (on its smallest LCP ``v``) or split wherever the LCP is
-        ``v``, each part partitioned the same way - whichever saves more. OccuGender's ~26 forms after
-        one prompt form one group (``s`` = the prompt) rather than two prompts merging on a shared
-        debiasing instruction; GBEM-UA's positive/negative sentences pair up on everything before "не".
-        A group needs ``v >= 2`` tokens and ``v >= min_shared_fraction`` of its shortest member. A
-        request without partner is a group of one whose prefix is its whole fed sequence: a plain row.
-        """
-        import numpy as np
-
-        fed = [self._fed(r) for r in requests]
-        if not self.share_prefixes or len(requests) < 2:
-            return [(len(fed[i]), [i]) for i in range(len(requests))]
-        order = sorted(range(len(requests)), key=lambda i: fed[i])
-        lcp = np.array([_common_prefix(fed[a], fed[b]) for a, b in zip(order, order[1:])])
-        length = np.array([len(fed[i]) for i in order])
-
-        # best[(lo, hi)] = (saving, runs) for order[lo:hi]; an explicit post-order traversal, because
-        # runs nest as deep as the number of distinct LCP levels (no recursion-limit worries).
-        best: dict[tuple[int, int], tuple[int, list[tuple[int, int]]]] = {}
-        stack: list[tuple[int, int, bool]] = [(0, len(order), False)]
-        while stack:
-            lo, hi, expanded = stack.pop()
-            if hi - lo == 1:
-                best[(lo, hi)] = (0, [(lo, hi)])
-                continue
-            seg = lcp[lo : hi - 1]
-            v = int(seg.min())
-            cuts = [lo] + [lo + 1 + int(k) for k in np.flatnonzero(seg == v)] + [hi]
-            parts = list(zip(cuts, cuts[1:]))
-            if not expanded:
-                stack.append((lo, hi, True))
-                stack.extend((a, b, False) for a, b in parts if (a, b) not in best)
-                continue
-            split_saving = sum(best[p][0] for p in parts)
-            allowed = v >= 2 and v >= self.min_shared_fraction * int(length[lo:hi].min())
-            # the members' suffixes run right-padded to the longest one: padding is work too
-            padding = int((length[lo:hi].max() - length[lo:hi]).sum())
-            whole_saving = (hi - lo - 1) * v - padding if allowed else -1
-            if whole_saving > split_saving:
-                best[(lo, hi)] = (whole_saving, [(lo, hi)])
-            else:
-                best[(lo, hi)] = (split_saving, [run for p in parts for run in best.pop(p)[1]])
-        groups = []
-        for lo, hi in best[(0, len(order))][1]:
-            shared = int(lcp[lo : hi - 1].min()) if hi - lo > 1 else int(length[lo])
-            groups.append((shared, [order[k] for k in range(lo, hi)]))
-        return groups
+        """Requests grouped by a shared token prefix (:func:`biaslab.scoring.prefix_groups.group_requests`)."""
+        return group_requests(requests, self.share_prefixes, self.min_shared_fraction)
 
     def _chunks(
         self, groups: list[tuple[int, list[int]]], requests: Sequence[TokenRequest]
     ) -> Iterator[list[tuple[int, list[int]]]]:
-        """Pack groups (longest prefix first, so padding is small) into chunks of two forward passes.
-
-        A chunk's prefix pass runs ``G x Wp`` tokens and its suffix pass ``R x Ws`` (R = members that go
-        past their group's prefix), so their sum is what the token budget (``max_batch_tokens``) bounds -
-        a prefix is paid once per group, not once per member. The suffix pass also attends over each
-        member's gathered prefix KV (``R x (Wp + Ws)`` slots), bounded by :func:`kv_slot_budget`. An
-        explicit ``batch_size`` caps the rows of either pass. A group too large for one chunk is cut
-        into pieces, each repeating the prefix. A chunk also ends before a group whose prefix is so much
-        shorter than the chunk's longest that its left padding would waste more than
-        ``PADDING_TOLERANCE`` of the row (plus two tokens): padded columns cost as much as real ones.
-        """
-        budget = self.max_batch_tokens
-        kv_budget = max(budget, self._kv_budget)
+        """Groups packed into chunks under this scorer's budgets (:func:`biaslab.scoring.prefix_groups.pack_chunks`)."""
         max_rows = None if self.batch_size == "auto" else max(1, int(self.batch_size))
-
-        def fits(n_groups: int, wp: int, rows: int, ws: int) -> bool:
-            within = n_groups * wp + rows * ws <= budget and rows * (wp + ws) <= kv_budget
-            return within and (max_rows is None or max(rows, n_groups) <= max_rows)
-
-        chunk: list[tuple[int, list[int]]] = []
-        n_groups = wp = rows = ws = 0
-        for shared, group in sorted(groups, key=lambda g: -g[0]):
-            lengths = [self._fed_length(requests[i]) for i in group]
-            w = max(lengths) - shared
-            per_piece = len(group)
-            while per_piece > 1 and not fits(1, shared, per_piece if w else 0, w):
-                per_piece = (per_piece + 1) // 2
-            for start in range(0, len(group), per_piece):
-                piece = group[start : start + per_piece]
-                past = sum(1 for n in lengths[start : start + per_piece] if n > shared)
-                grown = (n_groups + 1, max(wp, shared), rows + past, max(ws, w))
-                wasteful = wp - shared > 2 + PADDING_TOLERANCE * wp
-                if chunk and (wasteful or not fits(*grown)):
-                    yield chunk
-                    chunk = []
-                    grown = (1, shared, past, w)
-                chunk.append((shared, piece))
-                n_groups, wp, rows, ws = grown
-        if chunk:
-            yield chunk
+        return pack_chunks(groups, requests, self.max_batch_tokens, max(self.max_batch_tokens, self._kv_budget), max_rows)
 
     # ------------------------------------------------------------------ forward passes
     @torch.inference_mode()
@@ -545,7 +330,7 @@ class CausalScorer:
         # Where each continuation token was predicted: a position (row, column) of the prefix or the
         # suffix pass. Members of a group predict their shared tokens at the same prefix position
         # (OccuGender: all ~26 forms' first token), so each distinct position is projected once.
-        passes = {True: _ScoredPositions(), False: _ScoredPositions()}
+        passes = {True: ScoredPositions(), False: ScoredPositions()}
         for m, (g, r) in enumerate(members):
             length = int(lengths[g])
             full = r.context_ids + r.continuation_ids
@@ -556,7 +341,7 @@ class CausalScorer:
                     passes[False].add((suffix_row[m], k - 1 - length), full[k], m)
         totals = torch.zeros(len(members), dtype=torch.float64)
         misses = torch.zeros(len(members), dtype=torch.long)
-        token_logprobs: list[list[float]] = [[] for _ in members] if per_token else []
+        per_member: list[list[float]] = [[] for _ in members] if per_token else []
         for states, scored in ((prefix_out, passes[True]), (suffix_out, passes[False])):
             if not scored.targets:
                 continue
@@ -565,7 +350,7 @@ class CausalScorer:
             picked = states[rows, cols]  # [U, H] (or [U, V] without the split head)
             logits = picked if self._head is None else self._head(picked)  # [U, V]
             self.stats["head_rows"] += len(scored.positions) if self._head is not None else states.shape[0] * states.shape[1]
-            logprob, greedy = _token_logprobs(logits, torch.tensor(scored.position_of, device=logits.device),
+            logprob, greedy = token_logprobs(logits, torch.tensor(scored.position_of, device=logits.device),
                                               torch.tensor(scored.targets, device=logits.device))
             owner_t = torch.tensor(scored.owners)
             logprob = logprob.cpu()
@@ -573,14 +358,14 @@ class CausalScorer:
             misses.index_add_(0, owner_t, (~greedy).long().cpu())
             if per_token:  # the prefix pass's tokens of a member precede its suffix pass's: order is kept
                 for m, value in zip(scored.owners, logprob.tolist()):
-                    token_logprobs[m].append(value)
+                    per_member[m].append(value)
         return [Score(float(totals[m]), len(r.continuation_ids), bool(misses[m] == 0),
-                      tuple(token_logprobs[m]) if per_token else None) for m, (_, r) in enumerate(members)]
+                      tuple(per_member[m]) if per_token else None) for m, (_, r) in enumerate(members)]
 
     def _forward(self, input_ids, attention, positions, keep: int, use_cache: bool, cache=None):
         """One pass over ``[B, T]``; returns the last ``keep`` columns' outputs and the KV cache.
 
-        With a split LM head (:func:`_split_lm_head`) the outputs are hidden states ``[B, keep, H]``
+        With a split LM head (:func:`split_lm_head`) the outputs are hidden states ``[B, keep, H]``
         and the head runs later on the scored positions only; otherwise they are logits ``[B, keep, V]``
         (the head restricted to those columns by ``logits_to_keep`` where the model supports it).
         """

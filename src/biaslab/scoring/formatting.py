@@ -1,7 +1,7 @@
 """Where text becomes model input: BOS, chat template and prompt prefix, decided in one place.
 
 Every causal scorer operation (requests, sentences, generation prompts) and the LoRA training data
-(:mod:`biaslab.mitigation.sft_data`) go through one :class:`PromptFormat`, so base, prompt and LoRA
+(:mod:`biaslab.mitigation.lora.sft_data`) go through one :class:`PromptFormat`, so base, prompt and LoRA
 variants and LoRA training condition the model the same way.
 
 **BOS** (``scoring.add_bos``: ``auto | true | false``). ``auto`` is what the tokenizer does by default

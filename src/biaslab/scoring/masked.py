@@ -9,7 +9,7 @@ Masking one token at a time needs one forward pass per scored token. The engine 
 by sentence length (longest first) and packs them into batches under a padded-token budget, so a
 benchmark with thousands of sentences runs in full batches instead of one tiny forward per token.
 
-MPLL (CrowS-Pairs, Nangia et al. 2020, §3) is the same sum restricted to the positions of the tokens
+MPLL (CrowS-Pairs, Nangia et al. 2020, 3) is the same sum restricted to the positions of the tokens
 shared by two sentences: pass those ``positions``; :meth:`MaskedScorer.pair_scores` finds them
 with ``difflib`` on token ids as the authors' ``metric.py`` does (:mod:`biaslab.scoring.shared_tokens`).
 
@@ -29,7 +29,6 @@ Shapes: ``input_ids [B, T]`` (right-padded), ``mask_pos [B]``, ``logits [B, 1, V
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -45,8 +44,7 @@ from biaslab.scoring.protocol import (
     ItemError,
     check_pair_methods,
 )
-
-LOGIT_BUDGET = 2**26  # floats per [B, V] logits tensor (256 MB): caps the rows of a batch for huge vocabularies
+from biaslab.scoring.masked_rows import LOGIT_BUDGET, cap_rows_by_positions, only_masked_positions, score_masked_rows
 
 
 @dataclass
@@ -159,8 +157,8 @@ class MaskedScorer:
         return [SentenceScore(lp, len(j[1])) for lp, j in zip(logprobs, jobs)]
 
     def word_vectors(self, words: Sequence[str]):
-        """The model's input embeddings, mean over each word's sub-tokens (:func:`biaslab.static_vectors.model_vectors`)."""
-        from biaslab.static_vectors import model_vectors
+        """The model's input embeddings, mean over each word's sub-tokens (:func:`biaslab.scoring.static_vectors.model_vectors`)."""
+        from biaslab.scoring.static_vectors import model_vectors
 
         return model_vectors(self.model, self.tokenizer, words)
 
@@ -289,7 +287,7 @@ class MaskedScorer:
         input_ids, attention, targets, mask_pos = (t.to(device) for t in (input_ids, attention, targets, mask_pos))
         rows = torch.arange(len(batch), device=device)
         state = {"ran": False}
-        with _only_masked_positions(self.model, mask_pos[:, None], state):
+        with only_masked_positions(self.model, mask_pos[:, None], state):
             logits = self.model(input_ids=input_ids, attention_mask=attention).logits
         # [B, 1, V] when the hook ran on the head's path; otherwise full [B, T, V] logits
         masked_logits = logits[:, 0] if state["ran"] else logits[rows, mask_pos]  # [B, V]
@@ -380,95 +378,13 @@ class MaskedScorer:
             owners[row_of[key]].append((s, tgt))
         jobs = sorted(((r, 0) for r in range(len(rows))), key=lambda j: (-len(rows[j[0]]), j[0]))
         batches = [part for batch in self._batches(jobs, rows)
-                   for part in _cap_rows_by_positions(self, batch, row_positions)]
+                   for part in cap_rows_by_positions(self, batch, row_positions)]
         totals = [0.0] * len(token_ids)
         for batch in progress(batches, len(batches), desc):
             idx = [r for r, _ in batch]
-            scores = _score_masked_rows(self, [rows[r] for r in idx], [row_positions[r] for r in idx],
+            scores = score_masked_rows(self, [rows[r] for r in idx], [row_positions[r] for r in idx],
                                         [[t for _, t in owners[r]] for r in idx])
             for r, row_scores in zip(idx, scores):
                 for (s, _), value in zip(owners[r], row_scores):
                     totals[s] = value
         return totals
-
-
-# ---------------------------------------------------------------------------------------------- additions
-# Helpers of MaskedScorer.masked_token_logprobs (joint masking of several positions per row).
-
-
-def _cap_rows_by_positions(self: MaskedScorer, batch, row_positions) -> Iterator[list[tuple[int, int]]]:
-    """Split a batch so ``rows x K`` logits rows stay under ``LOGIT_BUDGET`` (auto batch size only)."""
-    if self.batch_size != "auto":
-        yield batch
-        return
-    vocab = int(getattr(self.model.config, "vocab_size", 0) or len(self.tokenizer))
-    max_rows = max(1, LOGIT_BUDGET // vocab)
-    part: list[tuple[int, int]] = []
-    k = 0
-    for job in batch:
-        k_new = max(k, len(row_positions[job[0]]))
-        if part and k_new * (len(part) + 1) > max_rows:
-            yield part
-            part, k_new = [], len(row_positions[job[0]])
-        part.append(job)
-        k = k_new
-    if part:
-        yield part
-
-
-@torch.inference_mode()
-def _score_masked_rows(self: MaskedScorer, rows, positions, targets) -> list[list[float]]:
-    """``rows`` already masked; returns, per row, the summed target log-probs of each of its owners."""
-    width = max(len(r) for r in rows)
-    k_max = max(len(p) for p in positions)
-    pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, T]
-    attention = torch.zeros((len(rows), width), dtype=torch.long)  # [B, T]
-    mask_pos = torch.empty((len(rows), k_max), dtype=torch.long)  # [B, K] (short rows repeat a position)
-    for b, (ids, pos) in enumerate(zip(rows, positions)):
-        input_ids[b, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        attention[b, : len(ids)] = 1
-        mask_pos[b] = torch.tensor(list(pos) + [pos[0]] * (k_max - len(pos)), dtype=torch.long)
-    device = input_device(self.model)  # batches are built on the CPU and moved to the model
-    input_ids, attention, mask_pos = (t.to(device) for t in (input_ids, attention, mask_pos))
-    state = {"ran": False}
-    with _only_masked_positions(self.model, mask_pos, state):
-        logits = self.model(input_ids=input_ids, attention_mask=attention).logits
-    if state["ran"]:
-        if logits.shape[1] != k_max:
-            raise RuntimeError(f"output-embedding hook ran but logits have shape {tuple(logits.shape)}")
-        selected = logits  # [B, K, V]
-    else:
-        selected = logits[torch.arange(len(rows), device=device).unsqueeze(1), mask_pos]  # [B, T, V] -> [B, K, V]
-    logprobs = torch.log_softmax(selected.float(), dim=-1)  # [B, K, V]
-    out = []
-    for b, (pos, row_targets) in enumerate(zip(positions, targets)):
-        ks = torch.arange(len(pos), device=device)
-        out.append([float(logprobs[b, ks, torch.tensor(t, dtype=torch.long, device=device)].sum())
-                    for t in row_targets])
-    return out
-
-
-@contextmanager
-def _only_masked_positions(model: torch.nn.Module, mask_pos: torch.Tensor, state: dict):
-    """While active, the vocabulary projection sees only the masked positions: ``[B, T, H] -> [B, K, H]``.
-
-    Every op after the hooked module (the vocabulary projection, or DeBERTa-v2's head dense) is
-    per-position, so selecting positions first gives the same logits. Sets ``state['ran']`` when the
-    hook ran; a model without an output-embedding module is left alone (full logits).
-    """
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is None:
-        yield
-        return
-    rows = torch.arange(mask_pos.shape[0], device=mask_pos.device).unsqueeze(1)  # [B, 1]
-
-    def select(_module, args):
-        state["ran"] = True
-        return (args[0][rows, mask_pos], *args[1:])  # [B, K, H]
-
-    handle = head.register_forward_pre_hook(select)
-    try:
-        yield
-    finally:
-        handle.remove()

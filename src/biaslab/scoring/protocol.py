@@ -4,7 +4,7 @@ A benchmark never reaches into the model: it asks a scorer for numbers - log-lik
 (context, continuation) requests, sentence scores, cloze probabilities, greedy answers, word vectors -
 and the scorer decides how to get them from its model (tokenisation, BOS, chat template, prompt
 prefix, batching, masked or causal). Two implementations: :class:`~biaslab.scoring.causal.CausalScorer`
-and :class:`~biaslab.scoring.masked.MaskedScorer`; :func:`biaslab.models.make_scorer` returns the one
+and :class:`~biaslab.scoring.masked.MaskedScorer`; :func:`biaslab.models.load.make_scorer` returns the one
 that fits a loaded model. ``tests/fakes.py`` holds a configurable fake for benchmark tests.
 
 Not every model can do everything: a masked LM has no next-token distribution, so it cannot answer
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from biaslab.scoring.requests import Request, Score
 
 if TYPE_CHECKING:
-    from biaslab.static_vectors import WordVectors
+    from biaslab.scoring.static_vectors import WordVectors
 
 # Capabilities: operations only some models can do (a benchmark asks before it uses them).
 LOGLIKELIHOOD = "loglikelihood"  # next-token log-probabilities of a continuation after a prompt

@@ -1,11 +1,11 @@
 """The ``loader_module`` of every registered version: ``_load_pyfunc`` rebuilds the variant and its scorer.
 
 MLflow calls :func:`_load_pyfunc` with the version's local directory. The ``biaslab`` flavour of its
-``MLmodel`` (:mod:`.package`) says what to build, with biaslab's own loader (:mod:`biaslab.models`):
+``MLmodel`` (:mod:`.package`) says what to build, with biaslab's own loader (:mod:`biaslab.models.load`):
 
 * ``full``    - the checkpoint in the package (``model/`` or the root), in its stored dtype;
 * ``overlay`` - the pinned base version's checkpoint (:func:`.base.resolve_base`) plus the package's LoRA
-  adapter and/or embedding hook (:func:`biaslab.models.apply_overlay`);
+  adapter and/or embedding hook (:func:`biaslab.models.load.apply_overlay`);
 * ``prompt``  - the pinned base version; the prefixes are applied per request by :mod:`.predictor`.
 
 The compute device/dtype follow ``scoring.dtype`` (and ``model.device_map``) as in evaluation (:func:`biaslab.scoring.device.resolve_placement`:
@@ -47,7 +47,7 @@ def read_flavor(path: str | Path) -> dict[str, Any]:
 
 def load_served_variant(path: str | Path) -> ServedVariant:
     """Rebuild the variant a version's directory describes (see the module docstring)."""
-    from biaslab.models import apply_overlay, load_model, make_scorer
+    from biaslab.models.load import apply_overlay, load_model, make_scorer
     from biaslab.scoring.device import resolve_placement
     from biaslab.serving.base import resolve_base
     from biaslab.serving.settings import ServingSettings

@@ -113,7 +113,7 @@ def _model_kind(checkpoint: Path, settings: ServingSettings) -> str:
         return settings.model_kind
     from transformers import AutoConfig
 
-    from biaslab.models import detect_kind
+    from biaslab.models.load import detect_kind
 
     return detect_kind(AutoConfig.from_pretrained(str(checkpoint), trust_remote_code=settings.trust_remote_code))
 

@@ -31,7 +31,7 @@ class ClozeGenderBenchmark:
                       "gender_pairs.parquet")
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
-        from biaslab.static_vectors import load_static_vectors
+        from biaslab.scoring.static_vectors import load_static_vectors
 
         opts = check_options(NAME, dict(options or {}), DEFAULTS)
         validate(opts)

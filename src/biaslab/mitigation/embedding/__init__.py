@@ -11,10 +11,10 @@ Pipeline of the edit, one module per step::
     coverage.py  how much of the evaluation text an edit touches (the shared sub-word caveat)
     fit.py       orchestration for the ``edit_embeddings`` stage: writes ``models/<variant>/``
 
-``biaslab.models.load_variant_model`` calls :func:`attach_hook_from_dir` when a variant directory holds
+``biaslab.models.load.load_variant_model`` calls :func:`attach_hook_from_dir` when a variant directory holds
 ``embedding_hook.safetensors``. See docs/embedding_debias.md.
 """
 
-from biaslab.mitigation.embedding.hook import HOOK_FILE, attach_hook, attach_hook_from_dir
+from biaslab.models.embedding_hook import HOOK_FILE, attach_hook, attach_hook_from_dir
 
 __all__ = ["HOOK_FILE", "attach_hook", "attach_hook_from_dir"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from biaslab.mitigation.embedding.spans import pack_sequences, span_mask
+from biaslab.models.token_spans import pack_sequences, span_mask
 
 
 BATCH = 256

@@ -10,8 +10,8 @@ first), then cast back to the stored dtype: for float32 rows ``|B e'| < 1e-6``; 
 residual is the bf16 rounding of the written row (at most ~2⁻⁸·‖e'‖).
 
 The edit never loads the model (:func:`edit_checkpoint`): the base's files are copied byte for byte
-(:mod:`biaslab.weights.files`), and only the target rows of the input-embedding tensor are overwritten
-in the copy (:meth:`biaslab.weights.index.SafetensorsIndex.write_rows`). Every other byte - every other
+(:mod:`biaslab.models.weights.files`), and only the target rows of the input-embedding tensor are overwritten
+in the copy (:meth:`biaslab.models.weights.index.SafetensorsIndex.write_rows`). Every other byte - every other
 row, every other tensor, the dtype - is the base's.
 
 Tied embeddings: many LMs (GPT-2, Gemma, Qwen2.5-0.5B, XLM-R, our tests' ``tie_word_embeddings=True``)
@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from biaslab.weights.index import INDEX_FILE, SafetensorsIndex, weight_files
-from biaslab.weights.layout import ModelLayout
+from biaslab.models.weights.index import INDEX_FILE, SafetensorsIndex, weight_files
+from biaslab.models.weights.layout import ModelLayout
 
 _COPY_CHUNK = 1 << 24  # 16 MiB per read when copying a tensor's bytes between files
 
@@ -75,7 +75,7 @@ def _add_shard(directory: Path, name: str, tensor: torch.Tensor) -> None:
     """Add ``{name: tensor}`` as a new last shard: shards renumbered ``model-0000i-of-0000N``, index rewritten."""
     from safetensors.torch import save_file
 
-    from biaslab.weights.index import file_entries
+    from biaslab.models.weights.index import file_entries
 
     shards = weight_files(directory)
     total = len(shards) + 1
@@ -148,8 +148,8 @@ def edit_checkpoint(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     Returns ``{"output_head_untied", "max_residual_projection", "dtype", "embedding_tensor"}``; the
     residual is ``max ‖B e'‖`` over the edited rows as written (re-read from the file).
     """
-    from biaslab.weights.convert import dtype_name
-    from biaslab.weights.files import copy_model_files
+    from biaslab.models.weights.convert import dtype_name
+    from biaslab.models.weights.files import copy_model_files
 
     out_dir = Path(out_dir)
     key = layout.require_key(layout.input_embedding, SafetensorsIndex(base_dir))

@@ -67,10 +67,10 @@ def fit_embedding_variant(
     from transformers import AutoTokenizer
 
     from biaslab.mitigation.embedding.edit import edit_checkpoint
-    from biaslab.mitigation.embedding.hook import save_hook
+    from biaslab.models.embedding_hook import save_hook
     from biaslab.mitigation.embedding.rows import EmbeddingRows
-    from biaslab.weights.index import SafetensorsIndex
-    from biaslab.weights.layout import model_layout
+    from biaslab.models.weights.index import SafetensorsIndex
+    from biaslab.models.weights.layout import model_layout
 
     prepared_dir, base_ref = Path(prepared_dir), str(base_ref if base_ref is not None else base_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir), trust_remote_code=trust_remote_code)

@@ -32,7 +32,7 @@ class EmbeddingRows:
 
     @classmethod
     def from_checkpoint(cls, index: Any, key: str) -> "EmbeddingRows":
-        """Rows of tensor ``key`` of a :class:`~biaslab.weights.index.SafetensorsIndex` (read from the file)."""
+        """Rows of tensor ``key`` of a :class:`~biaslab.models.weights.index.SafetensorsIndex` (read from the file)."""
         return cls(lambda ids: index.read_rows(key, ids), int(index[key].shape[1]))
 
     def __getitem__(self, ids: Sequence[int]) -> np.ndarray:

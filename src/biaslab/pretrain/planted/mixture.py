@@ -24,7 +24,7 @@ def rows_per_batch(cfg: PlantedBiasConfig, batch_size: int) -> int:
 def planted_blocks(lexicon: Lexicon, cfg: PlantedBiasConfig, direction: Direction, tokenizer: Any, rows: int,
                    seq_len: int) -> tuple[Any, dict[str, Any]]:
     """``([N, seq_len] blocks, stats)`` of planted text for ``rows`` training rows."""
-    from biaslab.pretrain.train import encode_texts, pack_blocks
+    from biaslab.pretrain.blocks import encode_texts, pack_blocks
 
     total = sum(cfg.language_shares.values())
     needed_tokens = rows * seq_len

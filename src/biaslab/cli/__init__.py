@@ -1,0 +1,1 @@
+"""The biaslab command (main), one module per group of commands."""

@@ -1,0 +1,1 @@
+"""LoRA fine-tuning with TRL + PEFT (train), its Optuna tuning (tune, study), the SFT data it trains on (sft_data, sft_english, sft_sources), counterfactual logit pairing and how this machine trains (training_plan)."""

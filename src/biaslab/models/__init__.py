@@ -1,0 +1,1 @@
+"""Models: load a model or a variant directory and wrap it in its scorer (load), hub commits (hub), checkpoints handled file by file (weights), and the runtime pieces a variant directory can carry (the embedding hook, PEFT's notices)."""

@@ -1,0 +1,1 @@
+"""Tracking: MLflow runs (runs), the datasets a run logs as inputs (datasets), the git commit, the store's credentials and permissions (credentials, access), run descriptions, and the team server's setup (team)."""
