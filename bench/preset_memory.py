@@ -1,6 +1,6 @@
-"""Expected GPU memory of the README's model presets, from parameter counts (an estimate, not a measurement).
+"""Expected GPU memory of the model presets (docs/presets.md), from parameter counts (an estimate, not a measurement).
 
-    python bench/preset_memory.py            # prints the README's table (markdown)
+    python bench/preset_memory.py            # prints docs/presets.md's table (markdown)
 
 Each architecture is built on PyTorch's ``meta`` device from the hyper-parameters of its published
 ``config.json`` (no weights, nothing downloaded), so the parameter counts and the LoRA adapter sizes are the

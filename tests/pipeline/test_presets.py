@@ -1,6 +1,6 @@
-"""The README's model presets name only keys that exist, with values params.yaml accepts.
+"""The model presets of docs/presets.md name only keys that exist, with values params.yaml accepts.
 
-Every ``dvc exp run ... -S key=value`` of the README's preset section is applied to a copy of
+Every ``dvc exp run ... -S key=value`` of the preset section (docs/presets.md) is applied to a copy of
 ``params.yaml`` with DVC's own override code (``dvc.utils.hydra.apply_overrides``, what ``dvc exp run -S``
 runs: Hydra's grammar, an unknown key is an error) and the result is validated by ``load_params`` (pydantic,
 unknown keys and bad values are errors). The memory table is the output of ``bench/preset_memory.py``.
@@ -20,7 +20,7 @@ import yaml
 from biaslab.config import load_params
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = (ROOT / "docs" / "presets.md").read_text(encoding="utf-8")  # the presets section (linked from README)
 MODELS = ("Llama-3-8B-Instruct", "Mistral-7B-Instruct-v0.3", "Qwen2.5-7B-Instruct", "Gemma-2-9b-it", "XLM-R base")
 
 
