@@ -461,4 +461,5 @@ def test_item_statistics_are_the_pair_metrics():
         tables[name] = pd.concat(copies, ignore_index=True)
     metrics = compute_metrics(tables["qa"], tables["qa_pairs"], tables["prob"], tables["prob_pairs"], ctx)
     assert_item_statistics_are_the_metrics(BENCHMARK, BenchmarkResult(metrics, tables), ctx, expected=tuple(
-        f"gbem_ua/{m}_{p}" for m in ("qa_logodds_gap", "qa_diff", "prob_diff") for p in ("fem", "nofem")))
+        f"gbem_ua/{m}_{p}" for m in ("qa_logodds_gap", "qa_diff", "prob_diff") for p in ("fem", "nofem"))
+        + ("gbem_ua/qa_macro_f1",))

@@ -39,6 +39,17 @@ def test_metrics_are_the_pooled_ratios(tmp_path):
     assert lm.calls == [("sentence_scores", 3)]  # one engine call
 
 
+def test_item_statistic_is_the_pooled_bits_per_char(tmp_path):
+    """The promotion gate pairs bits/char chunk by chunk: the item statistic gives the metric and its CI."""
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    texts = {f"text {i} " + "x" * i: ("en" if i % 2 else "uk", -1.0 - i * 0.7, 2 + i % 3) for i in range(12)}
+    prepared = write_heldout(tmp_path, [(lang, i // 4, i % 4, t) for i, (t, (lang, _, _)) in enumerate(texts.items())])
+    lm = FakeScorer(sentences={t: SentenceScore(lp, n) for t, (_, lp, n) in texts.items()})
+    result = BENCHMARK.run(lm, prepared, {}, CTX)
+    assert_item_statistics_are_the_metrics(BENCHMARK, result, CTX, expected=("lm_quality/bits_per_char",))
+
+
 def test_a_prompt_prefix_is_never_applied_and_masked_lms_skip(tmp_path):
     assert BENCHMARK.language is None
     prepared = write_heldout(tmp_path, [("en", 0, 0, "abc")])

@@ -28,6 +28,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table, skipped_result
 from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 NAME = "lm_quality"
 DEFAULT_OPTIONS: dict[str, Any] = {"languages": None}  # null = every language of the prepared table
 REQUIRED_COLUMNS = ("language", "document", "chunk", "text")
+CHUNK = ("language", "document", "chunk")  # names one scored chunk
 
 
 def _nll(frame: Columns) -> float:
@@ -49,6 +51,10 @@ def ppl(frame: Columns) -> float:
 def bits_per_char(frame: Columns) -> float:
     """Bits per character of the chunks in ``frame``."""
     return _nll(frame) / math.log(2) / np.asarray(frame["n_chars"]).sum()
+
+
+def _chunks(table: pd.DataFrame) -> pd.DataFrame:
+    return table[[*CHUNK, "logprob", "n_tokens", "n_chars"]]
 
 
 def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
@@ -99,6 +105,11 @@ class LmQuality:
         table = pd.DataFrame([{"metric": k.split("/", 1)[1], **v.to_dict()} for k, v in metrics.items()])
         return BenchmarkResult(metrics=metrics, predictions={"lm_quality_chunks": scored.drop(columns="text")},
                                tables={"lm_quality": table})
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, ItemStatistic]:
+        """Pooled bits per character as a statistic of the scored chunks (a chunk per row, as its CI resamples),
+        so the promotion gate can pair a variant's held-out text with the base's chunk by chunk."""
+        return {f"{NAME}/bits_per_char": ItemStatistic("lm_quality_chunks", _chunks, CHUNK, bits_per_char)}
 
 
 BENCHMARK = LmQuality()

@@ -28,12 +28,12 @@ from biaslab.config.model import (
     ScoringConfig,
 )
 from biaslab.config.section import DATA_DIR_ENV, Section, SectionT
-from biaslab.config.verdicts import CalibrateConfig, GateCondition, RegistryConfig, TrackingConfig
+from biaslab.config.verdicts import CalibrateConfig, GateBootstrap, GateCondition, RegistryConfig, TrackingConfig
 from biaslab.errors import ConfigError
 
 __all__ = [
     "DATA_DIR_ENV", "BenchmarkEntry", "CalibrateConfig", "ConfigError", "DataConfig", "EmbeddingDebiasConfig",
-    "EvaluationConfig", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig", "ModelConfig", "Params",
+    "EvaluationConfig", "GateBootstrap", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig", "ModelConfig", "Params",
     "PlantedBiasConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
     "Section", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
 ]

@@ -22,25 +22,60 @@ class CalibrateConfig(Section):
     quality_metrics: list[str] = Field(default_factory=list, description="LM-quality metrics shown per variant")
 
 
+LEGACY_RULES = ("better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least")
+"""Point-estimate rules on two metrics files (kept for projects that state them; the default gate uses none)."""
+PAIRED_RULES = ("paired_bias_reduction", "paired_non_inferior", "paired_no_spill_over", "answer_floor")
+"""Rules computed from the per-item predictions of the variant and the base on the same items (docs/gate.md)."""
+
+
 class GateCondition(Section):
+    """One rule of the promotion gate (docs/gate.md says what each computes)."""
+
     metric: str
-    rule: Literal["better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least"]
+    rule: Literal["better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least",
+                  "paired_bias_reduction", "paired_non_inferior", "paired_no_spill_over", "answer_floor"]
     tolerance: float = 0.0
     min_share: float = Field(0.0, ge=0, le=1, description=(
-        "better_than_base_beyond_ci only: the variant must also remove at least this share of the base's distance "
-        "from the metric's ideal (point estimates), so a significant nudge is not a debiasing"))
+        "better_than_base_beyond_ci / paired_bias_reduction: the variant must also remove at least this share of "
+        "the base's distance from the metric's ideal, so a significant nudge is not a debiasing"))
+    reference: str = Field("", description="what the tolerance or floor is sized against (shown in the gate's table)")
+    table: str | None = Field(None, description="answer_floor: the predictions table <benchmark>__<table>")
+    column: str | None = Field(None, description="answer_floor: the column of that table holding the answer")
+    floor: float | None = Field(None, gt=0, lt=1, description="answer_floor: the least share of the variant's test "
+                                                             "items every answer must get")
 
     @model_validator(mode="after")
-    def _min_share_rule(self) -> "GateCondition":
-        if self.min_share and self.rule != "better_than_base_beyond_ci":
-            raise ValueError(f"registry.gate {self.metric}: min_share applies only to rule "
-                             f"better_than_base_beyond_ci, not {self.rule}")
+    def _fields_of_the_rule(self) -> "GateCondition":
+        if self.min_share and self.rule not in ("better_than_base_beyond_ci", "paired_bias_reduction"):
+            raise ValueError(f"registry.gate {self.metric}: min_share applies only to rules "
+                             f"better_than_base_beyond_ci and paired_bias_reduction, not {self.rule}")
+        answer_fields = {"table": self.table, "column": self.column, "floor": self.floor}
+        if self.rule == "answer_floor":
+            missing = [k for k, v in answer_fields.items() if v is None]
+            if missing:
+                raise ValueError(f"registry.gate {self.metric}: rule answer_floor needs {missing}")
+        elif any(v is not None for v in answer_fields.values()):
+            raise ValueError(f"registry.gate {self.metric}: table/column/floor apply only to rule answer_floor")
+        if self.rule == "paired_non_inferior" and self.tolerance < 0:
+            raise ValueError(f"registry.gate {self.metric}: a non-inferiority tolerance is >= 0")
         return self
+
+
+class GateBootstrap(Section):
+    """The paired bootstrap of the gate's rules: enough resamples that the verdicts do not move with the seed."""
+
+    samples: int = Field(4000, ge=200, description="resamples of the test items per rule")
+    seed: int = 0
+    confidence: float = Field(0.95, gt=0, lt=1)
 
 
 class RegistryConfig(Section):
     model_name: str = "biaslab-debiased"
     gate: list[GateCondition] = Field(default_factory=list)
+    bootstrap: GateBootstrap = GateBootstrap()
+    spill_over: bool = Field(True, description=(
+        "add a paired_no_spill_over rule for the primary metric (first of each calibrate.families entry) of every "
+        "enabled family that no paired_bias_reduction rule names"))
     promotions_experiment: str = Field("biaslab-promotions", description=(
         "where `biaslab promote` records every gate decision; only promoters write there on a team server"))
 
