@@ -58,7 +58,7 @@ def variants(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
 
     params = _load(root, params_file)
     versions = run_file.registered_versions(root / paths.run_file("register"))
-    key_metrics = list(dict.fromkeys([c.metric for c in params.registry.gate]))
+    key_metrics = list(dict.fromkeys([c.metric for c in params.registry.gate if c.rule != "answer_floor"]))
     table = Table(title=f"variants ({params.registry.model_name})")
     for col in ("variant", "method", "version", "model fingerprint", *key_metrics, "metrics", "description"):
         table.add_column(col)
@@ -285,14 +285,14 @@ def promote(
     except (BiaslabError, access.AccessDenied) as exc:
         _fail(str(exc))
 
-    table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}")
-    for col in ("metric", "rule", "asks", variant, base, "result", "why"):
+    table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}, paired on the same "
+                        "test items (docs/gate.md)")
+    for col in ("metric", "rule", "asks", variant, base, "estimate [95% CI]", "result", "why"):
         table.add_column(col, overflow="fold")
     for r in decision.results:
-        v = _fmt(r.variant_value, *(r.variant_ci or (None, None)))
-        b = _fmt(r.base_value, *(r.base_ci or (None, None)))
         verdict = "[green]PASS[/]" if r.passed else "[red]FAIL[/]"
-        table.add_row(r.metric, r.rule, r.threshold, v, b, verdict, r.reason)
+        table.add_row(r.metric, r.rule, r.asks, _fmt(r.variant_value), _fmt(r.base_value),
+                      _fmt(r.estimate, *(r.ci or (None, None))), verdict, r.reason)
     console = _console()
     console.print(table)
     if decision.approved:

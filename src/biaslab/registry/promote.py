@@ -15,7 +15,8 @@ from typing import Any
 from biaslab.config import ConfigError, Params
 from biaslab.outputs import metrics_file, run_file
 from biaslab.registry.errors import RegistryError
-from biaslab.registry.gate import ConditionResult, evaluate_gate
+from biaslab.registry.evidence import LocalEvidence
+from biaslab.registry.gate import ConditionResult, evaluate_gate_for
 from biaslab.registry.register import REGISTER_JSON, _client
 
 
@@ -86,7 +87,7 @@ def promote(
     client = _client()
     mv = find_variant_version(client, model_name, variant, root / register_json)
 
-    results = evaluate_gate(list(params.registry.gate), vm, bm)
+    results: list = evaluate_gate_for(params, LocalEvidence(root), variant, base_variant).rows
     registered_fp = mv.tags.get("model_fingerprint")
     if vm.model_fingerprint and registered_fp and vm.model_fingerprint != registered_fp:
         results.append(ConditionResult(
