@@ -124,3 +124,29 @@ def test_promote_unknown_variant_lists_known_ones(project: Path):
     result = runner.invoke(app, ["promote", "nope", "--root", str(project)])
     assert result.exit_code == EXIT_ERROR
     assert "unknown variant 'nope'" in result.output and "base, good, worse" in result.output
+
+
+def test_promote_table_shows_each_paired_rule_with_its_estimate_and_ci(project: Path):
+    """A rule read from the stored predictions (the collapse floor): its row shows what it asks, the estimate
+    with its CI and the reason; a collapsed variant is refused by it."""
+    import pandas as pd
+
+    params_file = project / "params.yaml"
+    original = params_file.read_text()
+    raw = yaml.safe_load(original)
+    raw["registry"]["gate"].append({"metric": "gbem_ua/qa_answers", "rule": "answer_floor", "table": "gbem_ua__qa",
+                                    "column": "answer_yes", "floor": 0.1})
+    raw["registry"]["bootstrap"] = {"samples": 300}
+    for name, yes in {"base": [True, False] * 20, "good": [True] * 40}.items():
+        folder = project / "data" / "predictions" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"item_id": range(40), "answer_yes": yes}).to_parquet(folder / "gbem_ua__qa.parquet")
+    try:
+        params_file.write_text(yaml.safe_dump(raw))
+        refused = runner.invoke(app, ["promote", "good", "--root", str(project)])
+        text = " ".join(refused.output.split())
+        assert refused.exit_code == EXIT_REFUSED, refused.output
+        assert "estimate [95% CI]" in text and "answer_floor" in text and "0 [0, 0]" in text and "collapsed" in text
+    finally:
+        params_file.write_text(original)
+        runner.invoke(app, ["promote", "good", "--root", str(project)])  # the champion as the tests before left it

@@ -243,6 +243,8 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
     write_variant(tmp_path, "harmed", chunks.assign(logprob=chunks["logprob"] * 1.02), qa.assign(answer_yes=True))
     write_variant(tmp_path, "same", chunks, qa)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
+                     for n in ("base", "harmed", "same")},
         "evaluation": {"benchmarks": {"gbem_ua": {"module": "biaslab.benchmarks.gbem_ua"},
                                       "lm_quality": {"module": "biaslab.benchmarks.lm_quality"}}},
         "registry": {"bootstrap": {"samples": 500}, "gate": [
@@ -257,6 +259,15 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
     assert set(harmed.source) == {"harmed", "base"}
     same = evaluate_gate_for(params, LocalEvidence(tmp_path), "same")
     assert same.passed and same.rows[0].ci == (0.0, 0.0)
+    from biaslab.reporting import summary  # `biaslab summary` shows these verdicts
+
+    lines = {g.variant: g for g in summary.build(params, tmp_path).gate}
+    assert lines["same"].passed and not lines["harmed"].passed
+    assert lines["harmed"].failed[0].startswith("gbem_ua/qa_macro_f1: worse than the tolerance allows: Δ")
+    assert lines["harmed"].failed[2].startswith("gbem_ua/qa_answers: collapsed: answer False gets 0.0%")
+    from bench.gate_seeds import main as gate_seeds  # what the lead runs on the committed run
+
+    assert gate_seeds(["--root", str(tmp_path), "--seeds", "0", "1", "2", "--samples", "300"]) == 0
 
 
 def test_spill_over_rules_cover_every_other_familys_primary_metric():

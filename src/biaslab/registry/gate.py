@@ -94,8 +94,8 @@ def evaluate_gate(conditions: list[GateCondition], evidence: GateEvidence, varia
         else:
             point = check_condition(cond, metrics[variant].metrics.get(cond.metric),
                                     metrics[base].metrics.get(cond.metric))
-            verdict.rows.append(RuleResult(cond.metric, cond.rule, point.threshold, point.passed,
-                                           f"point estimates, not paired: {point.reason}",
+            verdict.rows.append(RuleResult(cond.metric, cond.rule, f"{point.threshold} (point estimates, not paired)",
+                                           point.passed, point.reason,
                                            variant_value=point.variant_value, base_value=point.base_value))
     return verdict
 

@@ -72,7 +72,7 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
             continue
         verdict = evaluate_gate_for(params, evidence, name, base)
         primary = vm.metrics.get(conditions[0].metric) if conditions else None
-        gate.append(GateLine(name, verdict.passed, [f"{r.metric} ({r.rule}): {r.reason}" for r in verdict.failed],
+        gate.append(GateLine(name, verdict.passed, [f"{r.metric}: {r.reason}" for r in verdict.failed],
                              primary.distance_to_ideal() if primary is not None else float("inf")))
     versions = run_file.registered_versions(root / paths.run_file("register"))
     return Summary(describe_model_source(params), table, gate, versions,
