@@ -141,7 +141,7 @@ def test_non_inferiority_reads_the_ci_bound_on_the_bad_side():
 def test_non_inferiority_refuses_a_point_estimate_inside_the_tolerance_when_its_ci_is_not():
     """The old rule compared point estimates: +0.015 bits/char passed a 0.021 tolerance however noisy."""
     base = items(0)
-    noisy = items(1, bpc=2.795)
+    noisy = items(1, bpc=2.80)
     noisy["bpc"] += np.random.default_rng(5).normal(0, 0.1, len(noisy))
     row = gate([BPC], FrameEvidence().add("base", base).add("v", noisy)).rows[0]
     assert 0 < row.estimate < 0.021 and row.ci[1] > 0.021 and not row.passed
@@ -196,6 +196,10 @@ def test_the_gate_fails_closed():
     stale = {**metrics_of(variant), "toy/gap": MetricValue(0.31, "target", 0.0)}
     row = gate([BIAS], FrameEvidence().add("base", base).add("v", variant, stale)).rows[0]
     assert not row.passed and "not one evaluation's" in row.reason
+
+    broken = FrameEvidence().add("base", base).add("v", variant)
+    broken.frames["v"][TABLE] = variant.drop(columns="gap")
+    assert "cannot give toy/gap: KeyError('gap')" in gate([BIAS], broken).rows[0].reason
 
     other_items = FrameEvidence().add("base", base).add("v", variant.assign(item=variant["item"] + 1000))
     assert "different items" in gate([BIAS], other_items).rows[0].reason

@@ -83,7 +83,11 @@ class Pairing:
         table = f"{benchmark}__{statistic.table}"
         v_table, b_table = self.table(self.variant, table), self.table(self.base, table)
         for name, frame, recorded in ((self.variant, v_table, v_metric), (self.base, b_table, b_metric)):
-            recomputed = statistic.value(frame)
+            try:
+                recomputed = statistic.value(frame)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise Refusal(f"{table} of {name} cannot give {metric}: {exc!r} (not the table its benchmark "
+                              "writes)") from exc
             if not math.isclose(recomputed, recorded.value, rel_tol=1e-9, abs_tol=1e-12):
                 raise Refusal(f"{table} of {name} gives {metric} = {recomputed:.6g}, metrics/{name}.json says "
                               f"{recorded.value:.6g}: predictions and metrics are not one evaluation's")
