@@ -97,7 +97,8 @@ def naive_paired(v, b, metric, transform=lambda x: x, seed=0, samples=SAMPLES):
     stats = []
     for _ in range(samples):
         rows = np.concatenate([groups[k] for k in rng.integers(0, len(groups), size=len(groups))])
-        stats.append(transform(v[column].to_numpy(float)[rows].mean()) - transform(b[column].to_numpy(float)[rows].mean()))
+        v_rows, b_rows = v[column].to_numpy(float)[rows], b[column].to_numpy(float)[rows]
+        stats.append(transform(v_rows.mean()) - transform(b_rows.mean()))
     estimate = transform(v[column].astype(float).mean()) - transform(b[column].astype(float).mean())
     low, high = np.quantile(stats, [0.025, 0.975])
     return estimate, (float(low), float(high))
@@ -187,7 +188,8 @@ def test_the_gate_fails_closed():
     no_table = FrameEvidence().add("base", base).add("v", variant)
     del no_table.frames["v"][TABLE]
     row = gate([BIAS], no_table).rows[0]
-    assert not row.passed and "no predictions table toy__items for v (data/predictions/v/toy__items.parquet)" in row.reason
+    assert not row.passed
+    assert "no predictions table toy__items for v (data/predictions/v/toy__items.parquet)" in row.reason
 
     lacking = {k: m for k, m in metrics_of(variant).items() if k != "toy/gap"}
     row = gate([BIAS], FrameEvidence().add("base", base).add("v", variant, lacking)).rows[0]
@@ -215,7 +217,8 @@ def test_the_gate_fails_closed():
     assert not empty.passed and "registry.gate in params.yaml is empty" in empty.rows[0].reason
 
     higher = GateCondition(metric="toy/acc", rule="paired_bias_reduction")
-    assert "no distance from an ideal" in gate([higher], FrameEvidence().add("base", base).add("v", variant)).rows[0].reason
+    row = gate([higher], FrameEvidence().add("base", base).add("v", variant)).rows[0]
+    assert "no distance from an ideal" in row.reason
 
 
 def write_variant(root, name, chunks, qa):
@@ -237,8 +240,9 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
     """LocalEvidence and params.yaml: bits/char paired chunk by chunk, macro-F1 by profession, answers floored."""
     rng = np.random.default_rng(0)
     n = 240
-    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4, "chunk": np.arange(n) % 4,
-                           "n_tokens": rng.integers(20, 60, n), "n_chars": rng.integers(80, 300, n)})
+    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
+                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
+                           "n_chars": rng.integers(80, 300, n)})
     chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
     qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
                        "is_correct": np.arange(n) % 2 == 0})

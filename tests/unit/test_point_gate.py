@@ -120,7 +120,7 @@ def test_min_share_on_a_lower_metric_uses_zero_and_a_higher_metric_fails_closed(
 
 
 def test_min_share_only_with_the_reduction_rules():
-    with pytest.raises(ValueError, match="min_share applies only to rules better_than_base_beyond_ci and paired_bias_reduction"):
+    with pytest.raises(ValueError, match="min_share applies only to rules better_than_base_beyond_ci and paired_"):
         GateCondition(metric="m", rule="not_worse_than_base_minus", tolerance=0.05, min_share=0.5)
 
 

@@ -33,7 +33,8 @@ from biaslab.errors import ConfigError
 
 __all__ = [
     "DATA_DIR_ENV", "BenchmarkEntry", "CalibrateConfig", "ConfigError", "DataConfig", "EmbeddingDebiasConfig",
-    "EvaluationConfig", "GateBootstrap", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig", "ModelConfig", "Params",
+    "EvaluationConfig", "GateBootstrap", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig",
+    "ModelConfig", "Params",
     "PlantedBiasConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
     "Section", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
 ]

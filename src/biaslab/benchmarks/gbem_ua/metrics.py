@@ -45,7 +45,7 @@ def _metric(frame, columns, statistic, ctx: EvalContext, direction, ideal, descr
 
 
 def macro_f1_vs_relevance(label: str):  # -> (columns, statistic): mean F1 of the 'yes' and the 'no' class
-    """Macro-F1 of a boolean answer column vs ``is_correct`` (mean F1 of the 'yes' and the 'no' class), as a statistic."""
+    """Macro-F1 of a boolean answer column vs ``is_correct`` (mean F1 of the 'yes' and the 'no' class)."""
     from biaslab.metrics.classification import binary_f1_fn
 
     f1 = binary_f1_fn()
