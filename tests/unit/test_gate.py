@@ -109,7 +109,7 @@ ACC = GateCondition(metric="toy/acc", rule="paired_non_inferior", tolerance=0.03
 BPC = GateCondition(metric="toy/bpc", rule="paired_non_inferior", tolerance=0.021)
 SPILL = GateCondition(metric="toy/other", rule="paired_no_spill_over")
 COLLAPSE = GateCondition(metric="gbem_ua/qa_answers", rule="answer_floor", table="gbem_ua__qa",
-                         column="answer_yes", floor=0.10)
+                         column="answer_yes", floor=0.10, answer_names={"True": "так", "False": "ні"})
 
 
 @pytest.mark.parametrize("gap, passed, why", [(0.3, True, "removed"), (0.6, False, "too small a reduction"),
@@ -163,10 +163,10 @@ def test_collapse_refused_even_when_the_base_is_near_collapse():
     near = items(0, yes=0.97)  # the base answers «так» to 97 %
     verdict = gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=1.0)))
     row = verdict.rows[0]
-    assert not verdict.passed and row.estimate == 0.0 and "collapsed: answer False gets 0.0%" in row.reason
-    assert "base: True: 97.0%, False: 3.0%" in row.reason
+    assert not verdict.passed and row.estimate == 0.0 and "collapsed: answer ні gets 0.0%" in row.reason
+    assert "base: так: 97.0%, ні: 3.0%" in row.reason
     every_no = gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.0))).rows[0]
-    assert not every_no.passed and "answer True gets 0.0%" in every_no.reason
+    assert not every_no.passed and "answer так gets 0.0%" in every_no.reason
     # a variant with both answers passes whatever the base does
     assert gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.15))).rows[0].passed
     assert not gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.92))).rows[0].passed

@@ -43,19 +43,23 @@ class GateCondition(Section):
     column: str | None = Field(None, description="answer_floor: the column of that table holding the answer")
     floor: float | None = Field(None, gt=0, lt=1, description="answer_floor: the least share of the variant's test "
                                                              "items every answer must get")
+    answer_names: dict[str, str] = Field(default_factory=dict, description=(
+        "answer_floor: how the table names each answer value (str of the value -> name), e.g. True: так"))
 
     @model_validator(mode="after")
     def _fields_of_the_rule(self) -> "GateCondition":
         if self.min_share and self.rule not in ("better_than_base_beyond_ci", "paired_bias_reduction"):
             raise ValueError(f"registry.gate {self.metric}: min_share applies only to rules "
                              f"better_than_base_beyond_ci and paired_bias_reduction, not {self.rule}")
-        answer_fields = {"table": self.table, "column": self.column, "floor": self.floor}
+        answer_fields = {"table": self.table, "column": self.column, "floor": self.floor,
+                         "answer_names": self.answer_names or None}
         if self.rule == "answer_floor":
-            missing = [k for k, v in answer_fields.items() if v is None]
+            missing = [k for k, v in answer_fields.items() if v is None and k != "answer_names"]
             if missing:
                 raise ValueError(f"registry.gate {self.metric}: rule answer_floor needs {missing}")
         elif any(v is not None for v in answer_fields.values()):
-            raise ValueError(f"registry.gate {self.metric}: table/column/floor apply only to rule answer_floor")
+            raise ValueError(f"registry.gate {self.metric}: table/column/floor/answer_names apply only to rule "
+                             "answer_floor")
         if self.rule == "paired_non_inferior" and self.tolerance < 0:
             raise ValueError(f"registry.gate {self.metric}: a non-inferiority tolerance is >= 0")
         return self

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,6 @@ class Pairing:
     samples: int
     seed: int
     confidence: float
-    _values: dict[str, tuple[MetricValue, MetricValue]] = field(default_factory=dict)
 
     def metric(self, metric: str) -> tuple[MetricValue, MetricValue]:
         """The metric of the variant and of the base, or a refusal naming whose metrics lack it."""
@@ -223,17 +222,18 @@ def answer_floor(cond: GateCondition, pairing: Pairing) -> RuleResult:
         return result(False, f"{cond.table}.{cond.column}: one answer ({answers}) in the variant and the base")
     shares = _answer_shares(frame[cond.column], answers)
     least = min(shares, key=shares.get)
+    named = {a: cond.answer_names.get(str(a), str(a)) for a in answers}
     minority = lambda cols: min(_answer_shares(cols[cond.column], answers).values())  # noqa: E731
     low, high = bootstrap_ci(frame[[cond.column]], minority, samples=pairing.samples, seed=pairing.seed,
                              confidence=pairing.confidence)
     base_shares = _answer_shares(base[cond.column], answers) if base is not None and cond.column in base else None
-    text = ", ".join(f"{a}: {s:.1%}" for a, s in shares.items())
+    text = ", ".join(f"{named[a]}: {s:.1%}" for a, s in shares.items())
     text += f" of {len(frame)} items" + ("" if base_shares is None else " (base: " + ", ".join(
-        f"{a}: {s:.1%}" for a, s in base_shares.items()) + ")")
+        f"{named[a]}: {s:.1%}" for a, s in base_shares.items()) + ")")
     numbers = {"estimate": shares[least], "ci": None if low is None else (low, high),
                "variant_value": shares[least], "base_value": None if base_shares is None else base_shares[least]}
     if shares[least] < cond.floor:
-        return result(False, f"collapsed: answer {least} gets {shares[least]:.1%} < {cond.floor:.0%}; {text}",
+        return result(False, f"collapsed: answer {named[least]} gets {shares[least]:.1%} < {cond.floor:.0%}; {text}",
                       **numbers)
     return result(True, f"every answer >= {cond.floor:.0%}: {text}", **numbers)
 
