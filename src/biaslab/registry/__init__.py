@@ -37,7 +37,9 @@ Three jobs, in the order a pipeline meets them:
 
 One module per job: :mod:`~biaslab.registry.sources` (what a variant is, its content hash),
 :mod:`~biaslab.registry.package` (the uploaded directory and its verification),
-:mod:`~biaslab.registry.register`, :mod:`~biaslab.registry.gate` (pure), :mod:`~biaslab.registry.promote`.
+:mod:`~biaslab.registry.register`, :mod:`~biaslab.registry.gate` (pure; its paired rules in
+:mod:`~biaslab.registry.paired_rules`, the point-estimate rules in :mod:`~biaslab.registry.point_gate`),
+:mod:`~biaslab.registry.promote`.
 """
 
 from biaslab.outputs.metrics_file import VariantMetrics
