@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
-from biaslab.config.data import DataConfig, GbemUaSplit, LmHeldoutConfig, SampleConfig
+from biaslab.config.data import DataConfig, GbemUaSplit, LmHeldoutConfig, SampleConfig, SplitsConfig
 from biaslab.config.mitigation import EmbeddingDebiasConfig, LoraConfig, SearchRange, TuneConfig, VariantConfig
 from biaslab.config.model import (
     BenchmarkEntry,
@@ -35,7 +35,7 @@ __all__ = [
     "DATA_DIR_ENV", "BenchmarkEntry", "CalibrateConfig", "ConfigError", "DataConfig", "EmbeddingDebiasConfig",
     "EvaluationConfig", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig", "ModelConfig", "Params",
     "PlantedBiasConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
-    "Section", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
+    "Section", "SplitsConfig", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
 ]
 
 
