@@ -4,8 +4,8 @@ A :class:`DatasetRef` names one dataset a stage read, with
 
 * ``digest`` - the digest DVC records for it in ``dvc.lock`` (:func:`dvc_digest`: the md5 of a file, or
   for a directory the md5 of its file listing plus ``.dir``), so a run's dataset and the DVC lock entry of
-  the same data carry the same string. A *subset* of DVC-tracked data (GBEM-UA's fine-tune rows, a
-  corpus's held-out documents; :func:`subset`) gets the md5 of ``<DVC digest>:<selection>`` and records
+  the same data carry the same string. A *subset* of DVC-tracked data (a corpus's held-out
+  documents; :func:`subset`) gets the md5 of ``<DVC digest>:<selection>`` and records
   the DVC digest and the selection as tags;
 * ``source`` - where it comes from: its path as ``dvc.yaml`` names it (the data mirror, ``data/prepared``),
   or the pinned public origin (``https://github.com/<repo>/tree/<commit>``) when there is no mirror copy
