@@ -21,9 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _slice_prepared(full: Path, out: Path) -> None:
-    """A few items of every table, so a tiny model evaluates every benchmark in seconds."""
+    """A few items of every table, so a tiny model evaluates every benchmark in seconds (the split folders
+    train/, select/, test/ sliced alike)."""
     out.mkdir(parents=True)
     for path in full.iterdir():
+        if path.is_dir():
+            _slice_prepared(path, out / path.name)
+            continue
         if path.suffix != ".parquet":
             shutil.copy(path, out / path.name)
             continue
@@ -120,7 +124,7 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
     prepared = root / params.data.prepared_dir
     assert {"gbem_ua", "occugender_jobs", "crows_pairs", "rubia", "genderlex"} <= set(inputs)
     for name, logged_input in inputs.items():
-        file = next(prepared.glob(f"{name}.*"))
+        file = next(prepared.glob(f"test/{name}.*"), None) or next(prepared.glob(f"{name}.*"))  # split: test items
         assert logged_input.dataset.digest == lineage.dvc_digest(file)
         assert {t.key: t.value for t in logged_input.tags}["mlflow.data.context"] == "eval"
 

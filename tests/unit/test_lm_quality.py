@@ -20,7 +20,8 @@ CTX = EvalContext(bootstrap_samples=200, progress=False)
 
 def write_heldout(tmp_path, rows):
     frame = pd.DataFrame(rows, columns=["language", "document", "chunk", "text"])
-    frame.to_parquet(tmp_path / "lm_heldout.parquet", index=False)
+    (tmp_path / "test").mkdir(exist_ok=True)  # the benchmark reads the test chunks (biaslab.data.splits)
+    frame.to_parquet(tmp_path / "test" / "lm_heldout.parquet", index=False)
     return tmp_path
 
 

@@ -1,8 +1,8 @@
 """LM quality ("do no harm"): held-out perplexity and bits per character per language.
 
 A mitigation that removes bias by damaging the model is no mitigation, so every variant is also scored on
-held-out text (``data/prepared/lm_heldout.parquet``, see :mod:`biaslab.data.lm_heldout`: by default the
-default model's own validation documents). Each chunk is scored from BOS as one request,
+held-out text (``data/prepared/test/lm_heldout.parquet``: the test half of the chunks, :mod:`biaslab.data.splits`;
+see :mod:`biaslab.data.lm_heldout`: by default the default model's own validation documents). Each chunk is scored from BOS as one request,
 ``log P(chunk | BOS)`` summed over its tokens, and per language:
 
 * ``lm_quality/ppl_<lang>`` = ``exp(Σ NLL / Σ tokens)`` — token perplexity (comparable between variants
@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table, skipped_result
+from biaslab.data.splits import split_dir
 from biaslab.metrics.bootstrap import Columns, bootstrap_ci
 from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
@@ -78,7 +79,7 @@ class LmQuality:
     name = NAME
     language = None  # no prompt prefix: plain held-out text
     headline = (f"{NAME}/bits_per_char",)
-    prepared_files = ("lm_heldout.parquet",)
+    prepared_files = ("test/lm_heldout.parquet",)  # the test chunks (data.splits)
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
@@ -86,11 +87,12 @@ class LmQuality:
             reason = unsupported_reason(NAME, "next-token log-probabilities of plain text (a causal LM)", lm)
             log.warning(reason)
             return skipped_result(NAME, reason)
-        if not (Path(prepared_dir) / "lm_heldout.parquet").is_file():
+        folder = split_dir(prepared_dir, ctx.split)  # the test chunks, or the selection chunks
+        if not (folder / "lm_heldout.parquet").is_file():
             reason = f"{NAME}: no held-out text prepared (data.lm_heldout.languages is empty)"
             log.warning(reason)
             return skipped_result(NAME, reason)
-        chunks = read_prepared_table(prepared_dir, "lm_heldout", REQUIRED_COLUMNS)
+        chunks = read_prepared_table(folder, "lm_heldout", REQUIRED_COLUMNS)
         if opts["languages"] is not None:
             chunks = chunks[chunks["language"].isin(list(opts["languages"]))]
             if chunks.empty:

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
-from biaslab.config.data import DataConfig, GbemUaSplit, LmHeldoutConfig, SampleConfig
+from biaslab.config.data import DataConfig, GbemUaSplit, LmHeldoutConfig, SampleConfig, SplitsConfig
 from biaslab.config.mitigation import EmbeddingDebiasConfig, LoraConfig, SearchRange, TuneConfig, VariantConfig
 from biaslab.config.model import (
     BenchmarkEntry,
@@ -36,7 +36,7 @@ __all__ = [
     "EvaluationConfig", "GateBootstrap", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig",
     "ModelConfig", "Params",
     "PlantedBiasConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
-    "Section", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
+    "Section", "SplitsConfig", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
 ]
 
 
@@ -64,6 +64,21 @@ class Params(Section):
     def lora_for(self, name: str) -> LoraConfig:
         """The ``lora`` section with variant ``name``'s ``lora_overrides`` applied (validated like params)."""
         return _with_overrides(self.lora, self.variant(name).lora_overrides, f"variants.{name}.lora_overrides")
+
+    def tune_for(self, name: str) -> TuneConfig:
+        """The study variant ``name``'s LoRA settings come from: the ``tune`` section, or with the variant's
+        ``tune_overrides`` its own study (own ``output_dir``, required; a journal storage then defaults to
+        ``journal:<output_dir>/study.journal``, so two studies never write into one stage's output)."""
+        overrides = dict(self.variant(name).tune_overrides)
+        if not overrides:
+            return self.tune
+        where = f"variants.{name}.tune_overrides"
+        if overrides.get("output_dir", self.tune.output_dir) == self.tune.output_dir:
+            raise ConfigError(f"params.yaml {where}: a variant's own study needs its own output_dir "
+                              f"(not the tune section's {self.tune.output_dir!r})")
+        if "storage" not in overrides and self.tune.storage.startswith("journal:"):
+            overrides["storage"] = f"journal:{overrides['output_dir']}/study.journal"
+        return _with_overrides(self.tune, overrides, where)
 
     def embedding_debias_for(self, name: str) -> EmbeddingDebiasConfig:
         """The ``embedding_debias`` section with variant ``name``'s ``embedding_overrides`` applied."""

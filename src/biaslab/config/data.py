@@ -42,11 +42,22 @@ class LmHeldoutConfig(Section):
                                 "128-token training length")
 
 
+class SplitsConfig(Section):
+    """The seeded, stratified selection/test split of OccuGender jobs and lm_quality chunks (biaslab.data.splits)."""
+
+    occugender_selection_fraction: float = Field(
+        0.5, gt=0, lt=1, description="share of the jobs of each group (stratified by BLS share) used for selection")
+    lm_heldout_selection_fraction: float = Field(
+        0.5, gt=0, lt=1, description="share of each language's held-out chunks (stratified by position) for selection")
+    seed: int = 0
+
+
 class DataConfig(Section):
     mirror_dir: str = Field("../shared/datasets", description="local mirror read first; env BIASLAB_DATA_DIR wins")
     prepared_dir: str = "data/prepared"
     allow_download: bool = Field(True, description="fall back to the pinned remote source if the mirror lacks a file")
     gbem_ua: GbemUaSplit = GbemUaSplit()
+    splits: SplitsConfig = SplitsConfig()
     sample: SampleConfig | None = Field(
         None, description="null = the full tables; {per_group, seed} = a smaller copy of every benchmark table")
     lm_heldout: LmHeldoutConfig = LmHeldoutConfig()

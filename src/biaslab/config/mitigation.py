@@ -24,6 +24,10 @@ class VariantConfig(Section):
         description="method embedding: keys of the embedding_debias section that differ for this variant")
     lora_overrides: dict[str, Any] = Field(
         default_factory=dict, description="method lora: keys of the lora section that differ for this variant")
+    tune_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="method lora: this variant's own Optuna study (stage tune_variant): keys of the tune section "
+                    "that differ, output_dir required; empty = the tune section's study (stage tune)")
 
 
 class EmbeddingDebiasConfig(Section):
