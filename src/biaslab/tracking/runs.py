@@ -22,7 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from biaslab.tracking import access
+from biaslab.atomic import writer_token
+from biaslab.tracking import access, run_status
 from biaslab.config import TrackingConfig
 from biaslab.tracking.credentials import check_tracking_uri, redact
 from biaslab.metrics.values import MetricValue
@@ -162,22 +163,27 @@ def stage_run(
     nested: bool = False,
     run_name: str | None = None,
 ) -> Iterator[Any]:
-    """Start a run for one stage execution; the run ends ``FAILED`` if the body raises.
+    """Start a run for one stage execution; the run ends ``FAILED`` if the body raises, ``KILLED`` on a signal.
 
+    A top-level run first ends the same stage/variant's runs left ``RUNNING`` by a killed process, and is
+    tagged with its own process so the next start can do the same for it (:mod:`biaslab.tracking.run_status`).
     A 401/403 of a tracking server, here or in the body, is raised as :class:`~biaslab.tracking.access.AccessDenied`.
 
     Yields the active ``mlflow.ActiveRun``.
     """
     mlflow = _mlflow()
-    all_tags = {"stage": stage, "variant": variant, "git_commit": git_commit(), **(tags or {})}
+    all_tags = {"stage": stage, "variant": variant, "git_commit": git_commit(),
+                run_status.WRITER_TAG: writer_token(), **(tags or {})}
     name = run_name or (f"{stage}@{variant}" if variant else stage)
+    if not nested:
+        run_status.mark_dead_runs(stage, variant)
     with access.refusals():
         run = mlflow.start_run(run_name=name, nested=nested, tags=_safe_tags(all_tags))
     try:
         yield run
     except BaseException as exc:
         with access.refusals():
-            mlflow.end_run(status="FAILED")
+            mlflow.end_run(status=run_status.end_status(exc))
         denied = access.explain(exc) if isinstance(exc, Exception) and not isinstance(exc, access.AccessDenied) \
             else None
         if denied is not None:  # a 401/403 inside the run: one line naming the resource and permission
