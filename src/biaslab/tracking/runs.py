@@ -25,6 +25,7 @@ from typing import Any
 from biaslab.atomic import writer_token
 from biaslab.tracking import access, run_status
 from biaslab.config import TrackingConfig
+from biaslab.config.workspace import origin_workspace
 from biaslab.tracking.credentials import check_tracking_uri, redact
 from biaslab.metrics.values import MetricValue
 from biaslab.tracking.git_commit import git_commit  # noqa: F401  (tracking.git_commit: part of this module's API)
@@ -50,10 +51,11 @@ def _mlflow():
 
 def resolve_tracking_uri(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
     """The store to use: ``MLFLOW_TRACKING_URI`` if set, else params; a relative SQLite path resolved against
-    ``root``. A URI carrying a password is refused (credentials go in ``MLFLOW_TRACKING_USERNAME``/``PASSWORD``)."""
+    ``root`` - against the original workspace when ``root`` is a DVC experiment copy (``dvc exp run --queue``),
+    whose own store DVC would delete (:func:`biaslab.config.workspace.origin_workspace`). A URI carrying a password is refused (credentials go in ``MLFLOW_TRACKING_USERNAME``/``PASSWORD``)."""
     uri = check_tracking_uri(os.environ.get(TRACKING_URI_ENV) or cfg.tracking_uri)
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        uri = f"sqlite:///{Path(root).resolve() / uri[len('sqlite:///'):]}"
+        uri = f"sqlite:///{origin_workspace(root) / uri[len('sqlite:///'):]}"
     return uri
 
 
@@ -81,9 +83,7 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
         else:
             location = None
             if not uri.startswith(("http://", "https://")):
-                artifact_root = Path(cfg.artifact_location)
-                if not artifact_root.is_absolute():
-                    artifact_root = root / artifact_root
+                artifact_root = origin_workspace(root) / cfg.artifact_location  # absolute stays absolute
                 artifact_root.mkdir(parents=True, exist_ok=True)
                 location = artifact_root.as_uri()
             try:
@@ -135,9 +135,7 @@ def ui_command(cfg: TrackingConfig, root: str | os.PathLike[str] = ".", *, host:
     uri = _mlflow().get_tracking_uri()
     if uri.startswith(("http://", "https://")):
         return None
-    artifact_root = Path(cfg.artifact_location)
-    if not artifact_root.is_absolute():
-        artifact_root = Path(root).resolve() / artifact_root
+    artifact_root = origin_workspace(root) / cfg.artifact_location
     return [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
             "--default-artifact-root", artifact_root.as_uri(), "--host", host, "--port", str(port)]
 
