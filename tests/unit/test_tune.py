@@ -166,6 +166,11 @@ def test_journal_study_resumes_missing_trials_and_redoes_dead_workers(tmp_path):
     assert retried.params == {"x": x} and retried.system_attrs["failed_trial"] == orphan.number
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 4
 
+    # a RUNNING trial naming no worker (started before heartbeats) cannot be judged: counted, never waited for
+    legacy = study.ask()
+    with pytest.warns(UserWarning, match=rf"trial\(s\) \[{legacy.number}\] RUNNING without a worker"):
+        assert run_missing_trials(study, 5, _toy_objective) == []
+
 
 def test_per_trial_seeding_gives_distinct_reproducible_draws(tmp_path):
     a = open_study("a", make_storage(f"journal:{tmp_path / 'a.journal'}"), seed=7)

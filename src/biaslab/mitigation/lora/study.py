@@ -162,6 +162,12 @@ def claimed(study: Any) -> list[Any]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
 
 
+def _owner(trial: Any) -> str | None:
+    """The writer token of the process running ``trial`` (its :data:`WORKER_ATTR`), or None when it names none."""
+    number, _, token = str(trial.user_attrs.get(WORKER_ATTR, "")).partition("@")
+    return token if number == str(trial.number) and token else None
+
+
 def reap_dead_trials(study: Any, max_retry: int) -> list[int]:
     """Fail the RUNNING trials of dead workers and re-queue them (Optuna's retry callback); returns their numbers.
 
@@ -190,8 +196,7 @@ def reap_dead_trials(study: Any, max_retry: int) -> list[int]:
     retry = retry_callback(max_retry)
     reaped = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        number, _, token = str(trial.user_attrs.get(WORKER_ATTR, "")).partition("@")
-        if number != str(trial.number) or writer_alive(token) is not False:
+        if writer_alive(_owner(trial) or "") is not False:
             continue
         try:
             if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
@@ -222,6 +227,12 @@ def run_missing_trials(study: Any, n_trials: int, objective: Callable[[Any], tup
         if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= n_trials:
             return ran
         if len(claimed(study)) >= n_trials:  # the missing ones are running elsewhere
+            if not any(_owner(t) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
+                unowned = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+                warnings.warn(f"study {study.study_name}: trial(s) {unowned} RUNNING without a worker that can be "
+                              "judged (started before heartbeats); not waiting for them - fail them with "
+                              "optuna's storage API to have them redone", stacklevel=2)
+                return ran
             time.sleep(poll_seconds)
             continue
         done: list[int] = []
