@@ -63,5 +63,8 @@ class DataConfig(Section):
     lm_heldout: LmHeldoutConfig = LmHeldoutConfig()
 
     def resolved_mirror_dir(self) -> Path:
-        """The mirror directory, with ``BIASLAB_DATA_DIR`` taking precedence over params."""
-        return Path(os.environ.get(DATA_DIR_ENV) or self.mirror_dir)
+        """The mirror directory, with ``BIASLAB_DATA_DIR`` taking precedence over params; a relative one is
+        resolved against the original workspace inside a DVC experiment copy (:mod:`biaslab.config.workspace`)."""
+        from biaslab.config.workspace import outside_path
+
+        return outside_path(os.environ.get(DATA_DIR_ENV) or self.mirror_dir)

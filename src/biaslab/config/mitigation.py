@@ -135,8 +135,16 @@ class TuneConfig(Section):
     accuracy_tolerance: float | None = Field(
         None, ge=0, description="choose the lowest-gap trial whose accuracy is at least the base model's minus "
                                 "this (the gate's rule); null = the Pareto rule (docs/lora_tuning.md)")
-    stale_trial_minutes: float = Field(
-        120.0, gt=0, description="a RUNNING trial older than this is a dead worker's: marked FAIL and redone"
+    heartbeat_seconds: int = Field(
+        60, ge=1, description="RDB storage: Optuna's heartbeat interval of a running trial (RDBStorage heartbeat_interval)"
+    )
+    heartbeat_grace_seconds: int | None = Field(
+        None, ge=1, description="RDB storage: a trial silent this long is a dead worker's (grace_period; "
+                                "null = 2 x heartbeat_seconds)"
+    )
+    trial_retries: int = Field(
+        2, ge=0, description="a dead worker's trial is re-queued with the same params at most this many times "
+                             "(Optuna's RetryHeartbeatStaleTrialCallback; journal: when its process is gone)"
     )
     output_dir: str = Field("models/tune", description="best_params.json and pareto_front.png")
     seed: int = Field(0, description="sampler seed; trial n samples with seed + n, so workers never collide")
