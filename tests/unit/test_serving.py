@@ -230,6 +230,17 @@ def test_a_base_pin_resolves_by_content_and_refuses_another_base(registered):
     assert str(find_base_version(client, pin).version) == versions["base"]  # wrong number, right content
     with pytest.raises(BaseResolutionError, match="no version of .* holds content"):
         find_base_version(client, {**pin, "content_hash": "0" * 24})
+    # the base's files are checked against the manifest hash the pin records, before anything loads them
+    from biaslab.serving.base import resolve_base
+
+    base = client.get_model_version(MODEL, versions["base"])
+    pinned = {**pin, "version": versions["base"],
+              "manifest_sha256": client.get_run(base.run_id).data.params["manifest_sha256"]}
+    assert (resolve_base(pinned, client) / "config.json").is_file()
+    with pytest.raises(BaseResolutionError, match="the manifest was rewritten after it was recorded"):
+        resolve_base({**pinned, "manifest_sha256": "0" * 64}, client)
+    with pytest.raises(BaseResolutionError, match="pinned without its manifest hash"):
+        resolve_base({**pinned, "manifest_sha256": None}, client)
 
 
 def test_bad_requests_are_refused_with_the_row():

@@ -19,6 +19,9 @@ from typing import Any
 from biaslab.errors import BiaslabError
 
 MANIFEST_FILE = "biaslab_manifest.json"
+# what MLflow itself writes into a model's folder when it loads ``models:/<name>/<version>`` (the name and
+# version, read by nobody that builds the model): not part of any package, so not hashed
+MLFLOW_LOAD_FILES = ("registered_model_meta",)
 
 
 class PackageIntegrityError(BiaslabError):
@@ -34,10 +37,12 @@ def sha256_file(path: Path) -> str:
 
 
 def file_hashes(package: str | Path) -> dict[str, str]:
-    """``{posix path: sha256}`` of every file under ``package`` except the manifest itself."""
+    """``{posix path: sha256}`` of every file under ``package`` except the manifest itself (and MLflow's
+    :data:`MLFLOW_LOAD_FILES`)."""
     package = Path(package)
+    skipped = (MANIFEST_FILE, *MLFLOW_LOAD_FILES)
     return {p.relative_to(package).as_posix(): sha256_file(p) for p in sorted(package.rglob("*"))
-            if p.is_file() and p.relative_to(package).as_posix() != MANIFEST_FILE}
+            if p.is_file() and p.relative_to(package).as_posix() not in skipped}
 
 
 def write_manifest(package: str | Path, **extra: Any) -> str:
