@@ -382,3 +382,22 @@ def test_promote_reads_the_registration_not_the_tags(project):
     with pytest.raises(Exception, match="Changing param values is not allowed"):
         client.log_param(result["prompt"].run_id, "variant", "soft")
     assert promote(params, "soft", root, version=result["soft"].version).approved
+
+
+def test_the_gate_binds_the_evidence_to_the_files_it_approves(project):
+    """A registration that names a good evaluate run but holds other weights (here: the base's files registered
+    with soft's metrics file) is refused: the promoter fingerprints the downloaded checkpoint again. The same
+    check passes for the transformers layout (checkpoint under model/)."""
+    from biaslab.registry import promote, register_variants, write_register_json
+
+    root, params = project
+    (root / "metrics" / "liar.json").write_text((root / "metrics" / "soft.json").read_text())
+    variants = {**params.variants, "liar": params.variants["base"]}
+    params = params.model_copy(update={"variants": variants})
+    result = register_variants(params, root, log=tracking, variants=["base", "soft", "liar"])  # transformers layout
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+    refused = promote(params, "liar", root)
+    assert not refused.approved
+    assert [r.rule for r in refused.results if not r.passed] == ["evaluated_bytes"]
+    assert any("not the evaluated weights" in r for r in refused.reasons)
+    assert promote(params, "soft", root).approved

@@ -36,7 +36,7 @@ from biaslab.registry.register import REGISTER_JSON, _client
 
 
 CHAMPION = "champion"
-REGISTRATION_PARAMS = ("variant", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id")
+REGISTRATION_PARAMS = ("variant", "kind", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id")
 
 
 @dataclass
@@ -133,6 +133,21 @@ def _failed(metric: str, rule: str, reason: str) -> ConditionResult:
     return ConditionResult(metric, rule, 0.0, None, None, None, None, None, False, reason)
 
 
+def _evaluated_bytes(package: Path, reg: dict[str, str], evaluated_fp: str | None) -> list[ConditionResult]:
+    """A full model's checkpoint, fingerprinted again from the downloaded files, must be the model its evaluate
+    run measured: the registering run's params are the registrant's word, the files are not."""
+    from biaslab.serving.manifest import checkpoint_fingerprint
+
+    if reg["kind"] != "full":
+        return []  # an overlay's or prompt's identity includes its base: bound by the params (docs/champion.md)
+    found = checkpoint_fingerprint(package)
+    if found == evaluated_fp:
+        return []
+    return [_failed("files", "evaluated_bytes", f"the version's checkpoint has fingerprint {found}, its evaluate run "
+                                                f"{reg['evaluate_run_id']} measured {evaluated_fp}: not the evaluated "
+                                                "weights")]
+
+
 def download_version(client: Any, mv: Any, run: Any, dst: str | os.PathLike[str]) -> Path:
     """The version's files (under its run's artifacts) downloaded into ``dst``."""
     artifact_path = mv.source[len(run.info.artifact_uri.rstrip("/")) + 1:]
@@ -181,6 +196,8 @@ def promote(
             verify_package(package, reg["manifest_sha256"])
         except PackageIntegrityError as exc:
             results.append(_failed("files", "registered_bytes", str(exc)))
+        else:
+            results += _evaluated_bytes(package, reg, evaluated_fp)
         approved = all(r.passed for r in results)
         decision = PromotionDecision(variant, model_name, str(mv.version), approved, results,
                                      datetime.now(timezone.utc).isoformat(timespec="seconds"),
