@@ -222,7 +222,8 @@ print(json.dumps({n: {"version": r.version, "run_id": r.run_id} for n, r in resu
 
 @pytest.fixture(scope="module")
 def registered(team_server, tiny_tokenizer, tiny_causal_model):
-    """(url, project, {variant: {version, run_id}}): base and soft evaluated and registered by the worker."""
+    """(url, project, {variant: {version, run_id}, "promoted": output}): base and soft evaluated and registered by
+    the worker, soft promoted by the promoter."""
     import torch
 
     url, project = team_server
@@ -236,7 +237,10 @@ def registered(team_server, tiny_tokenizer, tiny_causal_model):
     tiny_tokenizer.save_pretrained(project / "models" / "soft")
     done = python_as(url, "worker", PASSWORDS["worker"], project, REGISTER_AS_WORKER)
     assert done.returncode == 0, done.stderr
-    return url, project, json.loads(done.stdout.strip().splitlines()[-1])
+    versions = json.loads(done.stdout.strip().splitlines()[-1])
+    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    return url, project, {**versions, "promoted": _one_line(promoted)}
 
 
 def _as_worker(url, project, code: str) -> subprocess.CompletedProcess:
@@ -259,9 +263,8 @@ def test_the_promoter_promotes_a_copy_the_worker_cannot_overwrite(registered):
     assert (f"error: user 'worker' may not create runs in experiment '{PROMOTIONS}' on {url}: that needs EDIT on it "
             "(an admin grants it; README \"Team server\")") in _one_line(refused)
 
-    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
-    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
-    assert f"{MODEL} version {soft['version']} copied to {CHAMPION_MODEL} version 1, now @champion" in _one_line(promoted)
+    assert f"{MODEL} version {soft['version']} copied to {CHAMPION_MODEL} version 1, now @champion" \
+        in versions["promoted"]
     verified = biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert (f"{CHAMPION_MODEL}@champion = version 1 (variant soft, copied from {MODEL} version {soft['version']}); "
@@ -287,6 +290,12 @@ MlflowClient().log_artifact({soft['run_id']!r}, str(folder / "config.json"), "va
     again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
     assert again.returncode == 1
     assert "config.json changed" in _one_line(again) and "refused:" in again.stdout
+    # that refusal is now the newest record of the registration the champion came from: --verify says so, while
+    # the champion's own files still match the promoter's manifest
+    flagged = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify")
+    assert flagged.returncode == 1
+    assert f"FLAGGED: the newest gate record of {MODEL} version {soft['version']} (" in _one_line(flagged)
+    assert "files differ" not in _one_line(flagged)
 
     # the champion itself: the worker may not write it in any way
     attempts = {
@@ -343,7 +352,13 @@ client = MlflowClient()
 client.set_model_version_tag({MODEL!r}, {base['version']!r}, "variant", "soft")
 client.set_model_version_tag({MODEL!r}, {base['version']!r}, "model_fingerprint", "forged")
 soft = client.get_model_version({MODEL!r}, {soft['version']!r})
-by_hand = client.create_model_version({MODEL!r}, soft.source, run_id=None, tags=soft.tags)
+from biaslab.tracking import runs as tracking
+from biaslab.config import TrackingConfig
+tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
+with tracking.stage_run("register", variant="soft") as run:  # its own files, no registration params
+    tracking.log_dict({{"variant": "soft"}}, "variant_soft/variant.json")
+by_hand = client.create_model_version({MODEL!r}, f"{{run.info.artifact_uri}}/variant_soft", run_id=run.info.run_id,
+                                      tags=soft.tags)
 print(by_hand.version)
 """
     done = _as_worker(url, project, forge)
@@ -369,21 +384,38 @@ print(by_hand.version)
 
 
 def test_renaming_and_recreating_the_model_does_not_swap_the_champion(registered):
-    """(c) The worker renames the candidates away, recreates the name and builds up to the approved version number
-    with the approved version's tags: the champion model is untouched and still verified; renaming the champion
-    model itself is refused."""
+    """(c) The worker renames the candidates away, recreates the name, copies every earlier version and puts at the
+    approved version's number a look-alike from a run of its own - other weights, its own manifest, params copied
+    from the approved registration, the approved version's tags: the champion model is untouched and still verified, renaming it is refused,
+    and the gate refuses the look-alike (its checkpoint is not the weights the evaluate run measured)."""
     url, project, versions = registered
     soft = versions["soft"]
     swap = f"""
+import shutil, tempfile
 from mlflow import MlflowClient
+from biaslab.config import TrackingConfig
+from biaslab.serving.manifest import write_manifest
+from biaslab.tracking import runs as tracking
 client = MlflowClient()
 approved = client.get_model_version({MODEL!r}, {soft['version']!r})
+registration = client.get_run(approved.run_id).data.params
 client.rename_registered_model({MODEL!r}, {MODEL + '-moved'!r})
 client.create_registered_model({MODEL!r})
-while True:
-    mv = client.create_model_version({MODEL!r}, approved.source, tags=approved.tags)
-    if int(mv.version) >= int(approved.version):
-        break
+package = tempfile.mkdtemp() + "/variant_soft"
+shutil.copytree(client.download_artifacts(approved.run_id, "variant_soft", tempfile.mkdtemp()), package)
+shutil.copy("models/base/model.safetensors", package + "/model.safetensors")  # the worker's own weights
+tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
+with tracking.stage_run("register", variant="soft") as run:
+    manifest = write_manifest(package, variant="soft", content_hash=registration["content_hash"])
+    tracking.log_params({{**registration, "manifest_sha256": manifest}})
+    tracking.log_artifact(package, "variant_soft")
+for number in range(1, int(approved.version) + 1):  # every earlier version faithfully, the approved one swapped
+    old = client.get_model_version({MODEL + '-moved'!r}, str(number))
+    if number < int(approved.version):
+        mv = client.create_model_version({MODEL!r}, old.source, run_id=old.run_id, tags=old.tags)
+    else:
+        mv = client.create_model_version({MODEL!r}, f"{{run.info.artifact_uri}}/variant_soft",
+                                         run_id=run.info.run_id, tags=approved.tags)
 print(mv.version)
 """
     done = _as_worker(url, project, swap)
@@ -400,13 +432,20 @@ with access.refusals():
     assert refused.returncode != 0
     assert (f"user 'worker' may not change registered model '{CHAMPION_MODEL}' on {url}: that needs EDIT on it"
             in refused.stderr)
-    verified = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify")
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert f"{CHAMPION_MODEL}@champion = version 1 (variant soft" in _one_line(verified)
-    # the recreated version of the same number is no registration: the gate refuses it
+    def champion_untouched() -> None:  # (a refusal recorded by the overwrite test may flag it; never its files)
+        verified = _one_line(biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify"))
+        assert f"{CHAMPION_MODEL}@champion = version 1 (variant soft, copied from {MODEL} version " in verified
+        assert "files differ" not in verified and "no gate record" not in verified
+
+    champion_untouched()
+    # the look-alike of the same number: the gate fingerprints its files and refuses it
     again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
-    assert again.returncode == 2
-    assert f"{MODEL} version {soft['version']} was not created by the register stage" in _one_line(again)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "not the evaluated weights" in _one_line(again) and "refused:" in again.stdout
+    # the recreated model is the worker's: the promoter's grant went with the renamed one, and it is told
+    assert f"note: the decision's promotion.* tags were not written: user 'promoter' may not tag versions of " \
+           f"registered model '{MODEL}'" in _one_line(again)
+    champion_untouched()
 
 
 def test_only_the_admin_manages_users(team_server):

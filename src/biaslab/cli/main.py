@@ -302,6 +302,8 @@ def promote(
         table.add_row(r.metric, r.rule, r.threshold, v, b, verdict, r.reason)
     console = _console()
     console.print(table)
+    if decision.tag_problem:
+        console.print(f"[yellow]note:[/] {decision.tag_problem}")
     if decision.approved:
         console.print(f"[green]approved:[/] {decision.model_name} version {decision.version} copied to "
                       f"{params.registry.champion_model} version {decision.champion_version}, now "

@@ -50,6 +50,7 @@ class PromotionDecision:
     record_run_id: str | None = None  # the run of the promotions experiment holding this decision
     champion_version: str | None = None  # the version of registry.champion_model holding the copy
     gate_inputs: dict[str, dict[str, str]] = field(default_factory=dict)  # variant -> evidence.source(variant)
+    tag_problem: str | None = None  # why the candidate's promotion.* tags could not be written
 
     @property
     def reasons(self) -> list[str]:
@@ -208,8 +209,12 @@ def promote(
         decision.record_run_id = promotions.write_record(client, params, decision, mv)
         if approved:
             decision.champion_version = champion.copy_to_champion(client, params, decision, package, reg)
-    with access.naming(registered_model=model_name), access.refusals():
-        record_decision(client, decision)
+    try:
+        with access.naming(registered_model=model_name), access.refusals():
+            record_decision(client, decision)
+    except access.AccessDenied as exc:  # cosmetic tags; the record above is the decision. A promoter without EDIT
+        # on the candidates it was granted: someone else recreated the model (renamed the granted one away)
+        decision.tag_problem = f"the decision's promotion.* tags were not written: {exc}"
     return decision
 
 

@@ -58,6 +58,7 @@ def record_tags(decision: Any, version: Any) -> dict[str, str]:
         RECORD_TAG: "1",
         f"{_PREFIX}model_name": decision.model_name,
         f"{_PREFIX}version": str(decision.version),
+        f"{_PREFIX}run_id": version.run_id or "",  # the registering run: names the bytes even after a rename
         f"{_PREFIX}variant": decision.variant,
         f"{_PREFIX}decision": "approved" if decision.approved else "refused",
         f"{_PREFIX}timestamp": decision.timestamp,
@@ -107,9 +108,10 @@ class ChampionCheck:
         return self.version is not None and not self.problems
 
 
-def _records(client: Any, experiment_id: str, model_name: str, version: str) -> list[Any]:
+def _records(client: Any, experiment_id: str, model_name: str, version: str, run_id: str) -> list[Any]:
+    """The gate records of one registration (model, version and the run that registered it), newest first."""
     flt = (f"tags.`{RECORD_TAG}` = '1' and tags.`{_PREFIX}model_name` = '{model_name}' "
-           f"and tags.`{_PREFIX}version` = '{version}'")
+           f"and tags.`{_PREFIX}version` = '{version}' and tags.`{_PREFIX}run_id` = '{run_id}'")
     runs = client.search_runs([experiment_id], filter_string=flt, max_results=1000)
     return sorted(runs, key=lambda r: (r.info.start_time or 0, r.data.tags.get(f"{_PREFIX}timestamp", "")),
                   reverse=True)
@@ -151,7 +153,7 @@ def verify_champion(client: Any, params: Params, *, files_to: str | Path | None 
         check.source = f"{source_model} version {source_version}"
         if check.record_decision != "approved":
             check.problems.append(f"gate record {record.info.run_id} of version {check.version} refused it")
-        newest = _records(client, experiment_id, source_model, source_version)[:1]
+        newest = _records(client, experiment_id, source_model, source_version, tags.get(f"{_PREFIX}run_id", ""))[:1]
         if newest and newest[0].info.run_id != record.info.run_id and \
                 newest[0].data.tags.get(f"{_PREFIX}decision") != "approved":
             check.problems.append(f"the newest gate record of {check.source} ({newest[0].data.tags.get(f'{_PREFIX}timestamp')}) "
