@@ -134,11 +134,23 @@ def _failed(metric: str, rule: str, reason: str) -> ConditionResult:
     return ConditionResult(metric, rule, 0.0, None, None, None, None, None, False, reason)
 
 
+def checkpoint_fingerprint(package: Path) -> str:
+    """The model fingerprint (:func:`biaslab.outputs.variant_dir.fingerprint_dir`) of a full version's checkpoint
+    in ``package``: the identity its evaluate run recorded, recomputed from the files themselves (a checkpoint
+    at the package root hashes without the package's own files around it)."""
+    from biaslab.outputs.variant_dir import fingerprint_dir
+    from biaslab.serving.base import checkpoint_dir
+    from biaslab.serving.manifest import MANIFEST_FILE, MLFLOW_LOAD_FILES
+    from biaslab.serving.package import MLFLOW_FILES
+
+    checkpoint = checkpoint_dir(Path(package))
+    packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
+    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
+
+
 def _evaluated_bytes(package: Path, reg: dict[str, str], evaluated_fp: str | None) -> list[ConditionResult]:
     """A full model's checkpoint, fingerprinted again from the downloaded files, must be the model its evaluate
     run measured: the registering run's params are the registrant's word, the files are not."""
-    from biaslab.serving.manifest import checkpoint_fingerprint
-
     if reg["kind"] != "full":
         return []  # an overlay's or prompt's identity includes its base: bound by the params (docs/champion.md)
     found = checkpoint_fingerprint(package)

@@ -96,14 +96,3 @@ def verify_package(package: str | Path, expected_sha256: str | None = None) -> d
         raise PackageIntegrityError(f"{package}: files differ from {MANIFEST_FILE}: {shown}; refusing to load")
     return body
 
-
-def checkpoint_fingerprint(package: str | Path) -> str:
-    """The model fingerprint (:func:`biaslab.outputs.variant_dir.fingerprint_dir`) of a full version's checkpoint
-    in ``package``: the identity its evaluate run recorded, recomputed from the files themselves."""
-    from biaslab.outputs.variant_dir import fingerprint_dir
-    from biaslab.serving.base import checkpoint_dir
-    from biaslab.serving.package import MLFLOW_FILES
-
-    checkpoint = checkpoint_dir(Path(package))
-    packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
-    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
