@@ -14,7 +14,6 @@ the base's. Where that evidence comes from is this module's business, behind one
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,11 +40,9 @@ class GateEvidence(Protocol):
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from biaslab.serving.manifest import sha256_file
+
+    return sha256_file(path)
 
 
 class LocalEvidence:
