@@ -78,8 +78,10 @@ class RunEvidence:
     METRICS = "metrics.json"  # biaslab.tracking.runs.METRICS_ARTIFACT
     PREDICTIONS = "predictions"
 
-    def __init__(self, client: Any, run_ids: dict[str, str]) -> None:
+    def __init__(self, client: Any, run_ids: dict[str, str], workdir: str | os.PathLike[str] | None = None) -> None:
+        """``workdir``: where the artifacts are downloaded (the caller removes it); default a new temporary folder."""
         self.client, self.run_ids = client, dict(run_ids)
+        self.workdir = Path(workdir) if workdir is not None else None
         self._read: dict[str, dict[str, str]] = {}
         self._dirs: dict[str, Path] = {}
         self._metrics: dict[str, VariantMetrics] = {}
@@ -99,7 +101,9 @@ class RunEvidence:
         from mlflow.exceptions import MlflowException
 
         run_id = self._run_id(variant)
-        folder = self._dirs.setdefault(variant, Path(tempfile.mkdtemp(prefix=f"evidence-{variant}-")))
+        if variant not in self._dirs:
+            self._dirs[variant] = (Path(tempfile.mkdtemp(prefix=f"evidence-{variant}-", dir=self.workdir)))
+        folder = self._dirs[variant]
         try:
             local = Path(self.client.download_artifacts(run_id, artifact, str(folder)))
         except (MlflowException, OSError):

@@ -178,9 +178,6 @@ def promote(
     base_version: str | None = None,
 ) -> PromotionDecision:
     """Gate ``variant`` against ``base_variant``; copy it to the champion model if it passes; record either way."""
-    from biaslab.registry import champion, promotions
-    from biaslab.registry.evidence import RunEvidence
-    from biaslab.serving.manifest import PackageIntegrityError, verify_package
     from biaslab.tracking import access
 
     params.variant(variant)  # unknown variant -> ConfigError listing the known ones
@@ -193,7 +190,26 @@ def promote(
     with access.naming(registered_model=model_name), access.refusals():
         mv, reg = registered_version(client, model_name, variant, register_json, version)
         _, base_reg = registered_version(client, model_name, base_variant, register_json, base_version)
-    evidence = RunEvidence(client, {variant: reg["evaluate_run_id"], base_variant: base_reg["evaluate_run_id"]})
+    with tempfile.TemporaryDirectory(prefix=f"promote-{variant}-") as tmp:
+        decision = _decide(client, params, variant, base_variant, mv, reg, base_reg, Path(tmp))
+    try:
+        with access.naming(registered_model=model_name), access.refusals():
+            record_decision(client, decision)
+    except access.AccessDenied as exc:  # cosmetic tags; the record is the decision. A promoter without EDIT on
+        # the candidates it was granted: someone else recreated the model (renamed the granted one away)
+        decision.tag_problem = f"the decision's promotion.* tags were not written: {exc}"
+    return decision
+
+
+def _decide(client: Any, params: Params, variant: str, base_variant: str, mv: Any, reg: dict[str, str],
+            base_reg: dict[str, str], tmp: Path) -> PromotionDecision:
+    """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
+    from biaslab.registry import champion, promotions
+    from biaslab.registry.evidence import RunEvidence
+    from biaslab.serving.manifest import PackageIntegrityError, verify_package
+
+    evidence = RunEvidence(client, {variant: reg["evaluate_run_id"], base_variant: base_reg["evaluate_run_id"]},
+                           workdir=tmp)
     results = _gate(list(params.registry.gate), evidence, variant, base_variant)
     evaluated_fp = evidence.metrics(variant).model_fingerprint
     if evaluated_fp != reg["model_fingerprint"]:
@@ -203,30 +219,24 @@ def promote(
     if not params.registry.gate:
         results.append(_failed("-", "gate_defined", "registry.gate in params.yaml is empty; refusing to promote "
                                                     "without a gate"))
-    with tempfile.TemporaryDirectory(prefix=f"promote-{variant}-") as tmp:
-        package = download_version(client, mv, client.get_run(mv.run_id), tmp)
-        try:
-            verify_package(package, reg["manifest_sha256"])
-        except PackageIntegrityError as exc:
-            results.append(_failed("files", "registered_bytes", str(exc)))
-        else:
-            results += _evaluated_bytes(package, reg, evaluated_fp)
-        approved = all(r.passed for r in results)
-        decision = PromotionDecision(variant, model_name, str(mv.version), approved, results,
-                                     datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                     gate_inputs={variant: evidence.source(variant),
-                                                  base_variant: evidence.source(base_variant)})
-        # the gate's record first (a run of the promotions experiment, where only promoters write), then the
-        # copy into it and the champion model's version and alias, then the candidate's cosmetic tags
-        decision.record_run_id = promotions.write_record(client, params, decision, mv)
-        if approved:
-            decision.champion_version = champion.copy_to_champion(client, params, decision, package, reg)
+    (tmp / "version").mkdir()
+    package = download_version(client, mv, client.get_run(mv.run_id), tmp / "version")
     try:
-        with access.naming(registered_model=model_name), access.refusals():
-            record_decision(client, decision)
-    except access.AccessDenied as exc:  # cosmetic tags; the record above is the decision. A promoter without EDIT
-        # on the candidates it was granted: someone else recreated the model (renamed the granted one away)
-        decision.tag_problem = f"the decision's promotion.* tags were not written: {exc}"
+        verify_package(package, reg["manifest_sha256"])
+    except PackageIntegrityError as exc:
+        results.append(_failed("files", "registered_bytes", str(exc)))
+    else:
+        results += _evaluated_bytes(package, reg, evaluated_fp)
+    approved = all(r.passed for r in results)
+    decision = PromotionDecision(variant, params.registry.model_name, str(mv.version), approved, results,
+                                 datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                 gate_inputs={variant: evidence.source(variant),
+                                              base_variant: evidence.source(base_variant)})
+    # the gate's record first (a run of the promotions experiment, where only promoters write), then the copy
+    # into it and the champion model's version and alias; the candidate's cosmetic tags after
+    decision.record_run_id = promotions.write_record(client, params, decision, mv)
+    if approved:
+        decision.champion_version = champion.copy_to_champion(client, params, decision, package, reg)
     return decision
 
 
