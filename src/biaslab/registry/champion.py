@@ -36,7 +36,11 @@ def ensure_champion_model(client: Any, name: str) -> None:
             raise
         from biaslab.tracking.team import CHAMPION_DESCRIPTION
 
-        client.create_registered_model(name, description=CHAMPION_DESCRIPTION)
+        try:
+            client.create_registered_model(name, description=CHAMPION_DESCRIPTION)
+        except MlflowException as created:
+            if created.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
 
 
 def copy_to_champion(client: Any, params: Params, decision: Any, package: Path, registration: dict[str, str]) -> str:

@@ -56,7 +56,11 @@ def _ensure_registered_model(client: Any, name: str) -> None:
     except MlflowException:
         from biaslab.tracking.team import MODEL_DESCRIPTION
 
-        client.create_registered_model(name, description=MODEL_DESCRIPTION)
+        try:
+            client.create_registered_model(name, description=MODEL_DESCRIPTION)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":  # else another worker created it meanwhile
+                raise
 
 
 def find_version_by_content(client: Any, name: str, chash: str) -> Any | None:
