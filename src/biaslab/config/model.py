@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from biaslab.config.section import Section
 
 
 # --------------------------------------------------------------------------- model
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
 class PlantedBiasConfig(Section):
     """A planted, documented gender bias in the offline default model (a known-answer fixture).
 
@@ -97,11 +100,16 @@ class PretrainConfig(Section):
 
 
 class ModelConfig(Section):
+    """Which model, and what loading it may do. ``trust_remote_code`` and ``allow_pickle`` run code from the
+    model's files, so they are strict booleans (``"yes"`` or ``1`` is an error, not a true) and remote code
+    needs ``revision`` pinned to a 40-hex commit: a branch or tag can move to other code."""
+
     source: str | None = Field(None, description="hub id or local path; null trains the offline default model")
     revision: str | None = Field(None, description="pinned hub revision (commit) for reproducible snapshots")
     kind: Literal["auto", "causal", "masked"] = "auto"
-    trust_remote_code: bool = False
-    allow_pickle: bool = Field(False, description="allow loading .bin/.pt pickle checkpoints (unsafe)")
+    trust_remote_code: StrictBool = Field(False, description="run the model repository's own Python code; needs "
+                                          "revision pinned to a commit sha")
+    allow_pickle: StrictBool = Field(False, description="allow loading .bin/.pt pickle checkpoints (unsafe)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="dtype models/base is stored in; auto = the checkpoint's own (every later copy keeps it)")
     device_map: str | dict[str, int | str] | None = Field(
@@ -109,6 +117,13 @@ class ModelConfig(Section):
         "module -> device); null = the whole model on scoring.device")
     output_dir: str = "models/base"
     pretrain: PretrainConfig = PretrainConfig()
+
+    @model_validator(mode="after")
+    def _remote_code_is_pinned(self) -> "ModelConfig":
+        if self.trust_remote_code and not (self.revision and _COMMIT.fullmatch(self.revision)):
+            raise ValueError(f"trust_remote_code: true needs model.revision pinned to a 40-hex commit sha (got "
+                             f"{self.revision!r}): a branch or tag can move to other code")
+        return self
 
 
 # --------------------------------------------------------------------------- scoring

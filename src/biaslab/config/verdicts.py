@@ -82,6 +82,16 @@ class RegistryConfig(Section):
         "enabled family that no paired_bias_reduction rule names"))
     promotions_experiment: str = Field("biaslab-promotions", description=(
         "where `biaslab promote` records every gate decision; only promoters write there on a team server"))
+    champion_model: str = Field("biaslab-champion", description=(
+        "the production registered model: `biaslab promote` copies each approved version there (alias champion); "
+        "only promoters write it, workers read it"))
+
+    @model_validator(mode="after")
+    def _champion_is_separate(self) -> "RegistryConfig":
+        if self.champion_model == self.model_name:
+            raise ValueError(f"registry.champion_model must differ from registry.model_name ({self.model_name!r}): "
+                             "workers write the candidates, only promoters the champion")
+        return self
 
 
 class TrackingConfig(Section):
