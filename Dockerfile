@@ -12,6 +12,9 @@
 # you ask for offline mode at run time (`-e HF_HUB_OFFLINE=1`) or at build time (`--build-arg HF_HUB_OFFLINE=1`).
 # The data mirror is optional: mounted at /data/datasets it is read in place, otherwise every raw file is
 # downloaded from its pinned source (docs/data.md). docker-compose.yml runs the same image with a GPU worker.
+# The container runs as the unprivileged user `biaslab` (uid 1000) under tini as PID 1: tini forwards
+# `docker stop`'s SIGTERM to the stage, which ends its MLflow run KILLED (docs/operations.md), and reaps
+# orphaned children (DataLoader workers, git). Mounted folders the stages write must be writable by uid 1000.
 FROM python:3.11-slim
 
 ARG HF_HUB_OFFLINE=0
@@ -21,7 +24,9 @@ ENV PIP_NO_CACHE_DIR=1 \
     HF_HUB_OFFLINE=${HF_HUB_OFFLINE} \
     BIASLAB_DATA_DIR=/data/datasets
 
-RUN apt-get update && apt-get install -y --no-install-recommends git make && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends git make tini && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 1000 --user-group biaslab \
+ && mkdir -p /hf-cache /artifacts /dvc-cache /app && chown biaslab:biaslab /hf-cache /artifacts /dvc-cache /app
 
 WORKDIR /app
 COPY pyproject.toml requirements.lock README.md ./
@@ -31,12 +36,16 @@ ARG TORCH_INDEX_URL=""
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.13.0 \
  && grep -v '^torch==' requirements.lock > requirements.notorch.txt \
  && pip install -r requirements.notorch.txt && rm requirements.notorch.txt
-COPY . .
+COPY --chown=biaslab:biaslab . .
 # optional extras of pyproject.toml on top of the locked set, e.g. --build-arg PIP_EXTRAS=gpu
 ARG PIP_EXTRAS=""
 RUN pip install --no-deps -e . \
  && if [ -n "$PIP_EXTRAS" ]; then pip install -e ".[$PIP_EXTRAS]"; fi \
- && (git rev-parse --git-dir >/dev/null 2>&1 || (git init -q && git add -A && git -c user.email=docker@biaslab -c user.name=docker commit -qm image))
+ && chown -R biaslab:biaslab /app
+USER biaslab
+RUN git rev-parse --git-dir >/dev/null 2>&1 \
+ || (git init -q && git add -A && git -c user.email=docker@biaslab -c user.name=docker commit -qm image)
 VOLUME ["/hf-cache"]
 
+ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["dvc", "repro"]

@@ -175,13 +175,14 @@ def resolve_optimizer(cpu: bool) -> str:
 def lora_settings(params, work: Path, variant: str, steps: int, quantization: str, optimizer: str = "auto"):
     """``variant``'s resolved lora section as the ``finetune`` stage resolves it, cut to ``steps`` steps.
 
-    The tune's best trial applies only where the variant's ``use_tuned`` says so (``lora_clp`` trains its
-    own steps and rate, with the logit-pairing objective).
+    The best trial of the variant's study applies where its ``use_tuned`` says so: the tune section's study
+    (``lora``, ``lora_cda``) or the variant's own (``tune_overrides``: ``lora_clp``, with the logit-pairing
+    objective); ``params.tune_for`` says which.
     """
     from biaslab.mitigation.lora.train import tuned_overrides, with_overrides
 
     cfg = params.lora_for(variant)
-    tuned = work / params.tune.output_dir / "best_params.json"
+    tuned = work / params.tune_for(variant).output_dir / "best_params.json"
     overrides = tuned_overrides(tuned) if cfg.use_tuned and tuned.is_file() else {}
     return with_overrides(cfg, {**overrides, "max_steps": steps, "quantization": quantization, "optimizer": optimizer,
                                 "checkpoint_dir": str(work / "models" / "lora_check_checkpoints"),
@@ -195,10 +196,10 @@ def lora_step(params, work: Path, steps: int, quantization: str, variant: str = 
 
     from biaslab.evaluation.suite import set_threads
     from biaslab.mitigation.lora.train import finetune
-    from pipelines.stage.inputs import prepared_table
+    from pipelines.stage.inputs import mitigation_frame
 
     cfg = lora_settings(params, work, variant, steps, quantization, optimizer)
-    frame = prepared_table(params, "gbem_ua.parquet")
+    frame = mitigation_frame(params)  # the train and select professions, as the finetune stage reads them
     set_threads(params.scoring.num_threads)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()

@@ -4,8 +4,10 @@ Also writes the training loss curve to `reports/curves/finetune_<variant>/` (`dv
 
     python -m pipelines.finetune --variant lora   # resumes from the lora checkpoint_dir after an interruption
 
-Hyper-parameters: params.yaml `lora:`, overridden by the tune stage's best trial
-(`<tune.output_dir>/best_params.json`) when `lora.use_tuned` is true.
+Hyper-parameters: params.yaml `lora:` with the variant's `lora_overrides`, overridden by its study's best trial
+when `use_tuned` is true: `<tune.output_dir>/best_params.json` (stage tune), or for a variant with
+`tune_overrides` its own study's (stage tune_variant: `params.tune_for(variant).output_dir`). Trains on
+GBEM-UA's train professions (validation loss on the select ones); never reads the test split.
 
 When LoRA does not apply to the base model (a masked LM: biaslab.mitigation.applicability), nothing trains:
 the variant directory holds only variant.json with `skipped` (the reason), and runs/finetune_<variant>.json
@@ -23,7 +25,7 @@ from biaslab.mitigation.applicability import lora_skip_reason
 from biaslab.outputs import curves, paths, run_file
 from biaslab.tracking.datasets import lora_training
 from pipelines.stage.entry import option, stage_main
-from pipelines.stage.inputs import base_model_dir, prepared_table
+from pipelines.stage.inputs import base_model_dir, mitigation_frame
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +51,10 @@ def run(args: argparse.Namespace) -> None:
     if reason is not None:
         skip(params, variant_name, cfg.checkpoint_dir, reason)
         return
-    overrides = tuned_overrides(Path(params.tune.output_dir) / "best_params.json") if cfg.use_tuned else {}
+    study_dir = Path(params.tune_for(variant_name).output_dir)  # the tune section's study, or the variant's own
+    overrides = tuned_overrides(study_dir / "best_params.json") if cfg.use_tuned else {}
     cfg = with_overrides(cfg, overrides)
-    frame = prepared_table(params, "gbem_ua.parquet")
+    frame = mitigation_frame(params)  # GBEM-UA's train and select professions; a test item is refused
     base_model_dir(params)
     set_threads(params.scoring.num_threads)
     tracking.configure(params.tracking)
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
             "tuned": bool(overrides)}
     with tracking.stage_run("finetune", variant=variant_name, tags=tags) as mlflow_run:
         tracking.log_params({"lora": hyperparameters(cfg), "tuned_overrides": overrides or "none"})
-        tracking.log_datasets(lora_training(params, frame, cfg))
+        tracking.log_datasets(lora_training(params, cfg))
         result = finetune(params.model.output_dir, frame, cfg, variant.model_dir, add_bos=params.scoring.add_bos,
                           prompt_format=params.evaluation.prompt_format, log=tracking)
         for name, value in (("global_step", result.global_step), ("train_examples", result.train_examples),

@@ -4,7 +4,9 @@ A stage run from ``dvc repro`` (or by hand) either succeeds with exit code 0, or
 code 1 and one line on stderr, ``<stage> failed: <cause>``, when the cause is one of the project's
 own errors (:class:`~biaslab.errors.BiaslabError`: config, data, model-load, evaluation, registry,
 missing input): their message names the file, row, key or variant to fix, so a traceback is noise.
-Anything else is a bug and keeps its traceback. Partial outputs are not this module's concern
+Anything else is a bug and keeps its traceback. SIGTERM (``docker stop``) and SIGINT (Ctrl-C) end the
+stage with exit code 128 + signal and one line, ``<stage> killed: …``, after ``finally`` blocks ran: the
+handler raises :class:`~biaslab.errors.Terminated` so the MLflow run ends ``KILLED``. Partial outputs are not this module's concern
 (stages write through :mod:`biaslab.atomic`), nor is the MLflow run status:
 :func:`biaslab.tracking.runs.stage_run` has already ended the run ``FAILED`` by the time the exception
 gets here.
@@ -13,11 +15,13 @@ gets here.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from biaslab.errors import BiaslabError
+from biaslab.errors import BiaslabError, Terminated
 
 MESSAGE = "{stage} failed: {exc}"
 """The stderr line of a failed stage, e.g. ``evaluate@x failed: unknown variant 'x'; params.yaml defines: …``."""
@@ -68,9 +72,31 @@ def run_stage(stage: str, body: Callable[[], object]) -> int:
     from biaslab.progress import quiet_library_bars
 
     quiet_library_bars()  # before any library loads: log-friendly bars when stderr is not a terminal
+    previous = _raise_on_sigterm()
     try:
         body()
     except BiaslabError as exc:  # the message names the file/row/key; the traceback is noise for users
         print(MESSAGE.format(stage=stage, exc=exc), file=sys.stderr)
         return 1
+    except (Terminated, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        print(KILLED.format(stage=stage, signal=signal.Signals(signum).name), file=sys.stderr)
+        return 128 + signum
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+KILLED = "{stage} killed: {signal} (its MLflow run ends KILLED)"
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _raise_on_sigterm() -> Any:
+    """Make SIGTERM raise :class:`Terminated` (main thread only); returns the handler to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)

@@ -10,12 +10,13 @@ from biaslab.config import Params
 from biaslab.errors import MissingInputError
 
 
-def prepared_table(params: Params, name: str) -> pd.DataFrame:
-    """``<data.prepared_dir>/<name>``; missing -> an error that says to run ``prepare``."""
-    path = Path(params.data.prepared_dir) / name
-    if not path.is_file():
-        raise MissingInputError(f"{path}: prepared table missing; run the prepare stage (dvc repro prepare)")
-    return pd.read_parquet(path)
+def mitigation_frame(params: Params, name: str = "gbem_ua.parquet") -> pd.DataFrame:
+    """The train and select items of ``name`` (``<data.prepared_dir>/train/`` and ``select/``): what ``tune`` and
+    ``finetune`` read. Never a test item: :func:`biaslab.data.splits.read_split_table` refuses one, naming the
+    file; a missing file says to run ``prepare``."""
+    from biaslab.data.splits import read_mitigation_frame
+
+    return read_mitigation_frame(params.data.prepared_dir, name)
 
 
 def base_model_dir(params: Params) -> Path:

@@ -24,3 +24,15 @@ class EvaluationError(BiaslabError, RuntimeError):
 
 class ConfigError(BiaslabError, ValueError):
     """params.yaml is missing, malformed, or has an unknown / mistyped key."""
+
+
+class Terminated(BaseException):
+    """The process got SIGTERM (``docker stop``, a scheduler, ``kill``): raised by the stage's signal handler
+    (:func:`pipelines.stage.entry.run_stage`) so ``finally`` blocks run and the MLflow run ends ``KILLED``.
+
+    A ``BaseException`` like ``KeyboardInterrupt`` (SIGINT's), so ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum

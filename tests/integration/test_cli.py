@@ -33,15 +33,9 @@ def project(tmp_path_factory):
     from biaslab.tracking import runs as tracking
     from biaslab.config import load_params
 
+    from biaslab.outputs.variant_dir import fingerprint_dir
+
     root = tmp_path_factory.mktemp("cli")
-    for name, qa_diff in {"base": (0.20, 0.18, 0.22), "worse": (0.19, 0.17, 0.21), "good": (0.05, 0.03, 0.07)}.items():
-        model = root / "models" / name
-        model.mkdir(parents=True)
-        (model / "config.json").write_text(json.dumps({"model_type": "llama", "name": name}))
-        (model / "model.safetensors").write_bytes(name.encode() * 100)
-        metrics_file.write(root, name, {"gbem_ua/qa_diff_fem": metric(*qa_diff),
-                                        "gbem_ua/qa_f1_man_nofem": metric(0.7, 0.65, 0.75, "higher", 1.0)},
-                           model_dir=f"models/{name}", run_id="r")
     (root / "params.yaml").write_text(yaml.safe_dump({
         "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
                      for n in ("base", "worse", "good")},
@@ -56,6 +50,18 @@ def project(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         tracking.configure(params.tracking, root=root)
+        for name, qa_diff in {"base": (0.20, 0.18, 0.22), "worse": (0.19, 0.17, 0.21),
+                              "good": (0.05, 0.03, 0.07)}.items():
+            model = root / "models" / name
+            model.mkdir(parents=True)
+            (model / "config.json").write_text(json.dumps({"model_type": "llama", "name": name}))
+            (model / "model.safetensors").write_bytes(name.encode() * 100)
+            values = {"gbem_ua/qa_diff_fem": metric(*qa_diff),
+                      "gbem_ua/qa_f1_man_nofem": metric(0.7, 0.65, 0.75, "higher", 1.0)}
+            with tracking.stage_run("evaluate", variant=name, tags={"model_fingerprint": fingerprint_dir(model)}) as run:
+                tracking.log_metric_values(values)  # the evaluate run the gate reads
+            metrics_file.write(root, name, values, model_dir=f"models/{name}", run_id=run.info.run_id,
+                               model_fingerprint=fingerprint_dir(model))
         result = registry.register_variants(params, root, log=tracking, flavor="artifacts")
         registry.write_register_json(result, "cli-model", root / "runs" / "register.json")
         yield root
@@ -97,7 +103,8 @@ def test_promote_refused_then_approved(project: Path):
     assert "champion" in approved.output
     versions = json.loads((project / "runs" / "register.json").read_text())["versions"]
     client = MlflowClient()
-    assert str(client.get_model_version_by_alias("cli-model", "champion").version) == versions["good"]
+    champion = client.get_model_version_by_alias("biaslab-champion", "champion")  # registry.champion_model
+    assert champion.tags["source_model"] == "cli-model" and champion.tags["source_version"] == versions["good"]
     assert client.get_model_version("cli-model", versions["worse"]).tags["promotion.decision"] == "refused"
 
 
@@ -111,16 +118,77 @@ def test_variants_shows_whether_the_gate_approved_the_champion(project: Path):
 
     versions = json.loads((project / "runs" / "register.json").read_text())["versions"]
     client = MlflowClient()
-    client.set_registered_model_alias("cli-model", "champion", versions["base"])  # behind the gate's back
+    gated = client.get_model_version_by_alias("biaslab-champion", "champion").version
+    base = client.get_model_version("cli-model", versions["base"])
+    by_hand = client.create_model_version("biaslab-champion", base.source, run_id=base.run_id)  # behind the gate
+    client.set_registered_model_alias("biaslab-champion", "champion", by_hand.version)
     try:
         flagged = runner.invoke(app, ["variants", "--root", str(project)])
         assert flagged.exit_code == 0, flagged.output  # the listing still works; the champion line flags it
         assert "FLAGGED" in flagged.output and "no gate record" in " ".join(flagged.output.split())
+        verify = runner.invoke(app, ["promote", "--verify", "--root", str(project)])
+        assert verify.exit_code == EXIT_REFUSED and "no gate record" in " ".join(verify.output.split())
     finally:
-        client.set_registered_model_alias("cli-model", "champion", versions["good"])
+        client.set_registered_model_alias("biaslab-champion", "champion", gated)
+    verify = runner.invoke(app, ["promote", "--verify", "--root", str(project)])
+    assert verify.exit_code == 0 and "every file's sha256 recomputed" in " ".join(verify.output.split())
 
 
 def test_promote_unknown_variant_lists_known_ones(project: Path):
     result = runner.invoke(app, ["promote", "nope", "--root", str(project)])
     assert result.exit_code == EXIT_ERROR
     assert "unknown variant 'nope'" in result.output and "base, good, worse" in result.output
+
+
+def test_promote_table_shows_each_paired_rule_with_its_estimate_and_ci(project: Path):
+    """A rule read from the stored predictions (the collapse floor): its row shows what it asks, the estimate
+    with its CI and the reason; a collapsed variant is refused by it. The promoter reads the predictions the
+    evaluate runs logged on the server (``predictions/<table>.json``), as the evaluate stage logs them."""
+    import mlflow
+    import pandas as pd
+
+    params_file = project / "params.yaml"
+    original = params_file.read_text()
+    raw = yaml.safe_load(original)
+    raw["registry"]["gate"].append({"metric": "gbem_ua/qa_answers", "rule": "answer_floor", "table": "gbem_ua__qa",
+                                    "column": "answer_yes", "floor": 0.1})
+    raw["registry"]["bootstrap"] = {"samples": 300}
+    for name, yes in {"base": [True, False] * 20, "good": [True] * 40}.items():
+        run_id = metrics_file.read(project / "metrics" / f"{name}.json", name).run_id
+        mlflow.MlflowClient().log_table(run_id, pd.DataFrame({"item_id": range(40), "answer_yes": yes}),
+                                        "predictions/gbem_ua__qa.json")
+    try:
+        params_file.write_text(yaml.safe_dump(raw))
+        refused = runner.invoke(app, ["promote", "good", "--root", str(project)])
+        text = " ".join(refused.output.split())
+        assert refused.exit_code == EXIT_REFUSED, refused.output
+        assert "estimate [95% CI]" in text and "answer_floor" in text and "0 [0, 0]" in text and "collapsed" in text
+    finally:
+        params_file.write_text(original)
+        runner.invoke(app, ["promote", "good", "--root", str(project)])  # the champion as the tests before left it
+
+
+def test_serve_champion_verifies_the_files_before_it_serves(project: Path):
+    """`biaslab serve champion` downloads the champion, hashes every file against the promoter's manifest and
+    serves that verified copy; one changed byte in the stored copy refuses, naming the file."""
+    from urllib.parse import urlparse
+
+    from mlflow import MlflowClient
+
+    assert runner.invoke(app, ["promote", "good", "--root", str(project)]).exit_code == 0
+    served = runner.invoke(app, ["serve", "champion", "--print-command", "--root", str(project)])
+    assert served.exit_code == 0, served.output
+    assert "biaslab-champion version" in served.output
+    assert "--env-manager local" in served.output and "models:/" not in served.output  # the verified local copy
+
+    champion = MlflowClient().get_model_version_by_alias("biaslab-champion", "champion")
+    weights = Path(urlparse(champion.source).path) / "model.safetensors"
+    original = weights.read_bytes()
+    weights.write_bytes(original[:-1] + b"!")
+    try:
+        refused = runner.invoke(app, ["serve", "champion", "--print-command", "--root", str(project)])
+        assert refused.exit_code == EXIT_ERROR
+        assert "refusing to serve biaslab-champion version" in " ".join(refused.output.split())
+        assert "model.safetensors changed" in " ".join(refused.output.split())
+    finally:
+        weights.write_bytes(original)

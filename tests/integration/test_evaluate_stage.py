@@ -21,9 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _slice_prepared(full: Path, out: Path) -> None:
-    """A few items of every table, so a tiny model evaluates every benchmark in seconds."""
+    """A few items of every table, so a tiny model evaluates every benchmark in seconds (the split folders
+    train/, select/, test/ sliced alike)."""
     out.mkdir(parents=True)
     for path in full.iterdir():
+        if path.is_dir():
+            _slice_prepared(path, out / path.name)
+            continue
         if path.suffix != ".parquet":
             shutil.copy(path, out / path.name)
             continue
@@ -120,7 +124,7 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
     prepared = root / params.data.prepared_dir
     assert {"gbem_ua", "occugender_jobs", "crows_pairs", "rubia", "genderlex"} <= set(inputs)
     for name, logged_input in inputs.items():
-        file = next(prepared.glob(f"{name}.*"))
+        file = next(prepared.glob(f"test/{name}.*"), None) or next(prepared.glob(f"{name}.*"))  # split: test items
         assert logged_input.dataset.digest == lineage.dvc_digest(file)
         assert {t.key: t.value for t in logged_input.tags}["mlflow.data.context"] == "eval"
 
@@ -236,3 +240,68 @@ def test_a_masked_lm_variant_evaluates_end_to_end(project, monkeypatch):
     assert not benchmarks & {"gbem_ua", "occugender"}  # skipped, with the reason in the tables
     skipped = {p.name for p in (root / "reports" / "tables" / "bert").iterdir()}
     assert {"gbem_ua__gbem_ua_skipped.csv", "occugender__occugender_skipped.csv"} <= skipped
+
+
+def _start_blocked(root: Path, variant: str, params_file: str):
+    """``python -m pipelines.evaluate`` started and waited for until it blocks inside its MLflow run."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    marker = root / f"blocked-{time.monotonic_ns()}"
+    helpers = str(Path(__file__).parent / "helpers")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker),
+           "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.evaluate", "--variant", variant,
+                             "--params", params_file], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not marker.exists():
+        time.sleep(0.2)
+    assert marker.exists() and proc.poll() is None, f"never reached the blocking benchmark: {proc.poll()}"
+    return proc
+
+
+def test_signals_end_the_run_killed_and_a_sigkilled_run_is_marked_killed_at_the_next_start(project):
+    """SIGTERM and SIGINT: exit 128+signal, one line, run KILLED. SIGKILL: the run stays RUNNING until the
+    same stage/variant starts again, which marks it KILLED (issue 37, crash hygiene)."""
+    import signal
+
+    import yaml
+
+    from biaslab.tracking.run_status import KILLED_TAG
+
+    root, params = project
+    raw = params.model_dump(mode="json")
+    raw["variants"]["stopped"] = {"method": "none", "model_dir": "models/base"}
+    raw["evaluation"]["benchmarks"] = {"blocking": {"module": "blocking_benchmark", "options": {}}}
+    (root / "params_signals.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        proc = _start_blocked(root, "stopped", "params_signals.yaml")
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signum, err[-2000:]
+        assert f"evaluate@stopped killed: {signal.Signals(signum).name}" in err
+        _, runs = _mlflow_runs(root, "stopped")
+        assert runs[0].info.status == "KILLED"
+
+    proc = _start_blocked(root, "stopped", "params_signals.yaml")
+    sigkilled = _mlflow_runs(root, "stopped")[1][0]
+    assert sigkilled.info.status == "RUNNING"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert _mlflow_runs(root, "stopped")[0].get_run(sigkilled.info.run_id).info.status == "RUNNING"
+
+    other = _start_blocked(root, "base", "params_signals.yaml")  # another variant's start leaves it alone
+    client, _ = _mlflow_runs(root, "stopped")
+    assert client.get_run(sigkilled.info.run_id).info.status == "RUNNING"
+    again = _start_blocked(root, "stopped", "params_signals.yaml")  # the same stage/variant marks it
+    after = client.get_run(sigkilled.info.run_id)
+    assert after.info.status == "KILLED" and "SIGKILL" in after.data.tags[KILLED_TAG]
+    assert client.get_run(_mlflow_runs(root, "base")[1][0].info.run_id).info.status == "RUNNING"  # alive
+    for p in (other, again):
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    statuses = [r.info.status for r in _mlflow_runs(root, "stopped")[1]]
+    assert statuses == ["KILLED"] * 4

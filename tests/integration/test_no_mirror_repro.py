@@ -69,9 +69,10 @@ def test_dvc_repro_without_the_mirror(tmp_path, mirror, tiny_causal_model, tiny_
         from_mirror = tmp_path / "from-mirror" / "prepared"
         prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(from_mirror), allow_download=False,
                                        lm_heldout=LmHeldoutConfig(languages=()))))
-        tables = sorted(p.name for p in from_mirror.iterdir())
-        assert tables == sorted(p.name for p in (work / "data" / "prepared").iterdir())
-        for table in tables:
+        tables = sorted(p.relative_to(from_mirror) for p in from_mirror.rglob("*") if p.is_file())
+        prepared = work / "data" / "prepared"
+        assert tables == sorted(p.relative_to(prepared) for p in prepared.rglob("*") if p.is_file())
+        for table in tables:  # the split folders too
             assert (work / "data" / "prepared" / table).read_bytes() == (from_mirror / table).read_bytes(), table
 
         again = run_in(work, env, "dvc", "repro", "base_model")  # nothing changed: only the raw-input check runs

@@ -27,12 +27,19 @@ def metric(value, lo, hi, direction="lower", ideal=0.0):
     return MetricValue(value, direction, ideal=ideal, ci_low=lo, ci_high=hi, n=100)
 
 
-def write_metrics(root: Path, variant: str, qa_diff, f1, fingerprint=None):
-    metrics_file.write(root, variant, {
+def write_metrics(root: Path, variant: str, qa_diff, f1, model_dir: str):
+    """``metrics/<v>.json`` and the evaluate run it came from (its ``metrics.json`` artifact: what the gate reads)."""
+    values = {
         "gbem_ua/qa_diff_fem": metric(*qa_diff),
         "gbem_ua/qa_f1_man_nofem": metric(*f1, direction="higher", ideal=1.0),
         "crows_pairs/pct_stereotype": metric(0.6, 0.55, 0.65, direction="target", ideal=0.5),  # not gated
-    }, model_fingerprint=fingerprint, model_dir=f"models/{variant}", run_id=f"run-{variant}")
+    }
+    fingerprint = variant_dir.fingerprint_dir(root / model_dir)
+    with tracking.stage_run("evaluate", variant=variant, tags={"model_fingerprint": fingerprint}) as run:
+        tracking.log_metric_values(values)
+    metrics_file.write(root, variant, values, model_fingerprint=fingerprint, model_dir=model_dir,
+                       run_id=run.info.run_id)
+    return run.info.run_id
 
 
 def build_project(root: Path, tokenizer, model, *, with_lora: bool = True) -> Params:
@@ -66,11 +73,15 @@ def build_project(root: Path, tokenizer, model, *, with_lora: bool = True) -> Pa
         (lora_dir / "checkpoint-5").mkdir()
         (lora_dir / "checkpoint-5" / "optimizer.pt").write_bytes(b"resume state, never registered")
         variants["lora"] = {"method": "lora", "model_dir": "models/lora"}
-    write_metrics(root, "base", (0.20, 0.18, 0.22), (0.70, 0.66, 0.74))
-    write_metrics(root, "prompt", (0.19, 0.17, 0.21), (0.69, 0.65, 0.73))  # overlapping CIs -> refused
-    write_metrics(root, "soft", (0.10, 0.08, 0.12), (0.68, 0.64, 0.72))  # clearly better -> approved
+    write_metrics(root, "base", (0.20, 0.18, 0.22), (0.70, 0.66, 0.74), "models/base")
+    write_metrics(root, "prompt", (0.19, 0.17, 0.21), (0.69, 0.65, 0.73), "models/base")  # CIs overlap -> refused
+    write_metrics(root, "soft", (0.10, 0.08, 0.12), (0.68, 0.64, 0.72), "models/soft")  # clearly better -> approved
     if with_lora:
-        write_metrics(root, "lora", (0.25, 0.23, 0.27), (0.71, 0.67, 0.75))  # worse
+        write_metrics(root, "lora", (0.25, 0.23, 0.27), (0.71, 0.67, 0.75), "models/lora")  # worse
+    return params_for(root, variants)
+
+
+def params_for(root: Path, variants: dict) -> Params:
     return Params.model_validate({
         "variants": variants,
         "registry": {
@@ -93,10 +104,10 @@ def store(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
     from biaslab.tracking import runs as tracking
 
     root = tmp_path_factory.mktemp("project")
-    params = build_project(root, tiny_tokenizer, tiny_causal_model)
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        tracking.configure(params.tracking, root=root)
+        tracking.configure(params_for(root, {}).tracking, root=root)
+        params = build_project(root, tiny_tokenizer, tiny_causal_model)
         yield root, params
     mlflow.set_tracking_uri(None)
 
@@ -105,7 +116,9 @@ def store(tmp_path_factory, tiny_tokenizer, tiny_causal_model):
 def project(store, request):
     """The shared store, with a registered model of its own for each test."""
     root, params = store
-    registry = params.registry.model_copy(update={"model_name": f"m-{request.node.name[5:40]}"})
+    name = request.node.name[5:40]
+    registry = params.registry.model_copy(update={"model_name": f"m-{name}", "champion_model": f"c-{name}",
+                                                  "promotions_experiment": f"p-{name}"})
     for stale in (root / "runs").glob("*.json"):
         stale.unlink()
     return root, params.model_copy(update={"registry": registry})
@@ -139,7 +152,7 @@ def test_register_twice_creates_one_version_per_variant(project):
     assert sorted(k for k in lora.tags if k.startswith(("metric.", "metric_ci."))) == [
         "metric.gbem_ua/qa_diff_fem", "metric.gbem_ua/qa_f1_man_nofem",
         "metric_ci.gbem_ua/qa_diff_fem", "metric_ci.gbem_ua/qa_f1_man_nofem"]
-    assert lora.tags["evaluate_run_id"] == "run-lora"
+    assert lora.tags["evaluate_run_id"] == metrics_file.read_variant(root, "lora").run_id
     for key in ("git_commit", "data_hash", "model_fingerprint", "content_hash"):
         assert lora.tags[key]
     # the adapter is logged without Trainer checkpoints, with a reference to the base's version
@@ -271,17 +284,27 @@ def test_promotion_refused_and_approved(project):
     client = MlflowClient()
 
     refused = promote(params, "prompt", root)
-    assert not refused.approved
+    assert not refused.approved and refused.champion_version is None
     assert any("gbem_ua/qa_diff_fem" in r and "FAIL" in r and "overlap" in r for r in refused.reasons)
     tags = client.get_model_version(params.registry.model_name, result["prompt"].version).tags
     assert tags["promotion.decision"] == "refused" and "qa_diff_fem" in tags["promotion.reasons"]
     assert tags["promotion.timestamp"]
     with pytest.raises(MlflowException):
-        client.get_model_version_by_alias(params.registry.model_name, CHAMPION)
+        client.get_model_version_by_alias(params.registry.champion_model, CHAMPION)
 
     approved = promote(params, "soft", root)
     assert approved.approved, approved.reasons
-    assert str(client.get_model_version_by_alias(params.registry.model_name, CHAMPION).version) == result["soft"].version
+    champion = client.get_model_version_by_alias(params.registry.champion_model, CHAMPION)
+    assert str(champion.version) == approved.champion_version
+    assert champion.tags["source_model"] == params.registry.model_name
+    assert champion.tags["source_version"] == result["soft"].version
+    # the gate read the evaluate runs named at registration, and the record says which bytes it read
+    soft_run = metrics_file.read_variant(root, "soft").run_id
+    assert approved.gate_inputs["soft"]["evaluate_run_id"] == soft_run
+    assert any(k.startswith(f"runs:/{soft_run}/") and k.endswith("metrics.json") for k in approved.gate_inputs["soft"])
+    # a copy, not a pointer: the champion's files are artifacts of the gate record's run
+    assert champion.run_id == approved.record_run_id
+    assert champion.source == client.get_run(approved.record_run_id).info.artifact_uri + "/champion"
     assert client.get_model_version(params.registry.model_name, result["soft"].version).tags["promotion.decision"] == "approved"
 
 
@@ -292,54 +315,89 @@ def test_promote_unknown_or_unregistered_variant(project):
     root, params = project
     with pytest.raises(ConfigError, match="unknown variant 'nope'.*base"):
         promote(params, "nope", root)
-    with pytest.raises(RegistryError, match="no version in registered model"):
+    with pytest.raises(RegistryError, match="does not list it.*--version N"):
         promote(params, "soft", root)
 
 
-def test_promote_records_the_gate_and_verify_flags_a_champion_set_behind_its_back(project):
-    """Every decision is a run of the promotions experiment; verify_champion accepts the gated champion and
-    flags one set by hand (no record), one the gate refused, and one whose bytes differ from the approved."""
+def test_the_champion_is_a_verified_copy_and_a_changed_byte_is_named(project, tmp_path):
+    """verify_champion accepts the gated copy; the copy does not change when the candidate's files do; a byte
+    changed in the copy itself is named by verify (hashes recomputed) and refused by the pyfunc loader."""
+    from urllib.parse import urlparse
+
+    import mlflow.pyfunc
     from mlflow import MlflowClient
 
-    from biaslab.registry.promotions import RECORD_TAG, verify_champion
-    from biaslab.registry import CHAMPION, promote, register_variants, write_register_json
+    from biaslab.registry import promote, register_variants, write_register_json
+    from biaslab.registry.promotions import verify_champion
+    from biaslab.serving.manifest import PackageIntegrityError
 
     root, params = project
-    params = params.model_copy(update={"registry": params.registry.model_copy(
-        update={"promotions_experiment": f"promotions-{params.registry.model_name}"})})
-    model = params.registry.model_name
-    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "prompt", "soft"])
-    write_register_json(result, model, root / "runs" / "register.json")
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "soft"])
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
     client = MlflowClient()
-
     assert verify_champion(client, params).version is None  # no champion yet: nothing to flag
-    refused = promote(params, "prompt", root)
     approved = promote(params, "soft", root)
-    experiment = client.get_experiment_by_name(params.registry.promotions_experiment)
-    records = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{RECORD_TAG}` = '1'")
-    by_run = {r.info.run_id: r for r in records}
-    assert set(by_run) == {refused.record_run_id, approved.record_run_id}
-    soft_record = by_run[approved.record_run_id].data.tags
-    assert soft_record["promotion.decision"] == "approved" and soft_record["promotion.version"] == approved.version
-    assert soft_record["promotion.content_hash"] == client.get_model_version(model, approved.version).tags["content_hash"]
-    assert by_run[refused.record_run_id].data.tags["promotion.decision"] == "refused"
+    check = verify_champion(client, params, files_to=tmp_path / "first")
+    assert check.ok, check.problems
+    assert check.version == approved.champion_version and check.record_run_id == approved.record_run_id
 
-    check = verify_champion(client, params)
-    assert check.ok and check.version == approved.version and check.variant == "soft"
-    assert check.record_run_id == approved.record_run_id and check.record_decision == "approved"
+    # (a) the candidate's files are rewritten after approval: the champion is another copy, untouched
+    local = lambda uri: Path(urlparse(uri).path)  # noqa: E731 - the local artifact store's folder of a version
+    candidate = local(client.get_model_version(params.registry.model_name, result["soft"].version).source)
+    (candidate / "config.json").write_text("{}")
+    assert verify_champion(client, params, files_to=tmp_path / "second").ok
 
-    # someone with EDIT on the model moves champion by hand: to a version never gated, then to a refused one
-    client.set_registered_model_alias(model, CHAMPION, result["base"].version)
-    check = verify_champion(client, params)
-    assert not check.ok and check.version == result["base"].version
-    assert check.problems == [f"no gate record: version {result['base'].version} became @champion without "
-                              f"`biaslab promote` (nothing in experiment {params.registry.promotions_experiment!r})"]
-    client.set_registered_model_alias(model, CHAMPION, refused.version)
-    check = verify_champion(client, params)
-    assert not check.ok and "refused it; none approved it" in check.problems[0]
+    # the champion copy itself changed (only possible with the server's disk): named, and the loader refuses
+    copy = local(client.get_model_version(params.registry.champion_model, approved.champion_version).source)
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
+    check = verify_champion(client, params, files_to=tmp_path / "third")
+    assert not check.ok and "model.safetensors changed" in check.problems[0]
+    with pytest.raises(PackageIntegrityError, match="model.safetensors changed"):
+        mlflow.pyfunc.load_model(f"models:/{params.registry.champion_model}@champion")
 
-    # the approved version's recorded bytes are rewritten (a forged content_hash tag): the record no longer matches
-    client.set_registered_model_alias(model, CHAMPION, approved.version)
-    client.set_model_version_tag(model, approved.version, "content_hash", "0" * 64)
-    check = verify_champion(client, params)
-    assert not check.ok and check.problems[0].startswith(f"version {approved.version}'s content_hash is '{'0' * 64}'")
+
+def test_promote_reads_the_registration_not_the_tags(project):
+    """(b) without runs/register.json nothing is guessed; a changed variant tag or a forged fingerprint tag
+    does not make the gate judge another version (the run's params decide, and MLflow never changes them)."""
+    from mlflow import MlflowClient
+
+    from biaslab.registry import RegistryError, promote, register_variants, write_register_json
+
+    root, params = project
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "prompt", "soft"])
+    client = MlflowClient()
+    model = params.registry.model_name
+    with pytest.raises(RegistryError, match="does not list it"):
+        promote(params, "soft", root)  # no runs/register.json: no "newest version tagged soft"
+    # the worker re-tags the refused prompt version as soft and names it in its register.json
+    client.set_model_version_tag(model, result["prompt"].version, "variant", "soft")
+    client.set_model_version_tag(model, result["prompt"].version, "model_fingerprint", "forged")
+    forged = {**result, "soft": result["prompt"]}
+    write_register_json(forged, model, root / "runs" / "register.json")
+    with pytest.raises(RegistryError, match=f"version {result['prompt'].version} was registered for variant "
+                                            "'prompt', not 'soft'"):
+        promote(params, "soft", root)
+    # MLflow refuses to change the param the gate reads
+    with pytest.raises(Exception, match="Changing param values is not allowed"):
+        client.log_param(result["prompt"].run_id, "variant", "soft")
+    assert promote(params, "soft", root, version=result["soft"].version).approved
+
+
+def test_the_gate_binds_the_evidence_to_the_files_it_approves(project):
+    """A registration that names a good evaluate run but holds other weights (here: the base's files registered
+    with soft's metrics file) is refused: the promoter fingerprints the downloaded checkpoint again. The same
+    check passes for the transformers layout (checkpoint under model/)."""
+    from biaslab.registry import promote, register_variants, write_register_json
+
+    root, params = project
+    (root / "metrics" / "liar.json").write_text((root / "metrics" / "soft.json").read_text())
+    variants = {**params.variants, "liar": params.variants["base"]}
+    params = params.model_copy(update={"variants": variants})
+    result = register_variants(params, root, log=tracking, variants=["base", "soft", "liar"])  # transformers layout
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+    refused = promote(params, "liar", root)
+    assert not refused.approved
+    assert [r.rule for r in refused.results if not r.passed] == ["evaluated_bytes"]
+    assert any("not the evaluated weights" in r for r in refused.reasons)
+    assert promote(params, "soft", root).approved

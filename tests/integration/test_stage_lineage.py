@@ -98,21 +98,19 @@ def test_lora_stages_log_the_fine_tune_and_validation_rows(project):
 
     assert tune.main(["--params", "params.yaml"]) == 0
     assert finetune.main(["--params", "params.yaml", "--variant", "lora"]) == 0
-    table = project / "data" / "prepared" / "gbem_ua.parquet"
-    frame = pd.read_parquet(table)
+    prepared = project / "data" / "prepared"
     for stage in ("tune", "finetune"):
         got = _inputs(project, stage)
         assert set(got) == {("gbem_ua", "train"), ("gbem_ua", "validation"), ("occupations_en", "train")}
         generated = got.pop(("occupations_en", "train"))  # lora.sources: generated rows, md5 of their CSV
         assert generated["digest"] == hashlib.md5(english_examples("none").to_csv(index=False).encode()).hexdigest()
         assert generated["tags"]["generator"] == "biaslab.mitigation.lora.sft_english"
-        for (_, context), item in got.items():
-            split = "finetune" if context == "train" else "validation"
-            assert item["tags"]["dvc_md5"] == lineage.dvc_digest(table)
-            assert item["digest"] == lineage.subset_digest(lineage.dvc_digest(table), f"split == {split!r}")
-        by_context = {c: i for (_, c), i in got.items()}
-        assert by_context["train"]["tags"]["selection"] == "split == 'finetune'"
-    assert (frame["split"] == "finetune").any() and (frame["split"] == "validation").any()
+        for (_, context), item in got.items():  # the split files the stages depend on in dvc.yaml
+            split = "train" if context == "train" else "select"
+            assert item["digest"] == lineage.dvc_digest(prepared / split / "gbem_ua.parquet")
+            assert item["tags"]["dvc_path"] == f"data/prepared/{split}/gbem_ua.parquet"
+    for split, label in (("train", "finetune"), ("select", "validation")):
+        assert set(pd.read_parquet(prepared / split / "gbem_ua.parquet")["split"]) == {label}
     # the LoRA loss curve as a dvc plots file: the points the finetune run logged
     from biaslab.outputs import curves, paths, run_file
 

@@ -40,10 +40,11 @@ ROOT = Path(__file__).resolve().parents[2]
 ADMIN_PASSWORD = "admin-" + uuid.uuid4().hex  # fresh per run: these are what the secret scans look for
 PASSWORDS = {"worker": "worker-" + uuid.uuid4().hex, "promoter": "promoter-" + uuid.uuid4().hex}
 MODEL, EXPERIMENT, PROMOTIONS = "team-model", "team-runs", "team-promotions"
+CHAMPION_MODEL = "team-champion"
 PARAMS = {"tracking": {"experiment": EXPERIMENT},
           "variants": {"base": {"method": "none", "model_dir": "models/base"},
                        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"}},
-          "registry": {"model_name": MODEL, "promotions_experiment": PROMOTIONS,
+          "registry": {"model_name": MODEL, "promotions_experiment": PROMOTIONS, "champion_model": CHAMPION_MODEL,
                        "gate": [{"metric": "bench/bias", "rule": "better_than_base_beyond_ci"}]}}
 
 
@@ -195,75 +196,256 @@ with access.refusals():
 
 
 # ------------------------------------------------------------------------------------------------ the promoter
-REGISTER_AS_WORKER = f"""
+REGISTER_AS_WORKER = """
 import json
-from mlflow import MlflowClient
+from biaslab.config import load_params
+from biaslab.metrics.values import MetricValue
+from biaslab.outputs import metrics_file
+from biaslab.outputs.variant_dir import fingerprint_dir
+from biaslab.registry import register_variants, write_register_json
 from biaslab.tracking import runs as tracking
-from biaslab.config import TrackingConfig
-tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
-versions = {{}}
-for variant in ("base", "soft"):
-    with tracking.stage_run("register", variant=variant) as run:
-        tracking.log_dict({{"variant": variant}}, "model/variant.json")
-    mv = MlflowClient().create_model_version({MODEL!r}, f"runs:/{{run.info.run_id}}/model", run_id=run.info.run_id,
-                                             tags={{"variant": variant, "content_hash": variant * 8,
-                                                    "model_fingerprint": variant + "-fp"}})
-    versions[variant] = mv.version
-print(json.dumps(versions))
+params = load_params("params.yaml")
+tracking.configure(params.tracking)
+for variant, (value, lo, hi) in {"base": (0.30, 0.28, 0.32), "soft": (0.10, 0.08, 0.12)}.items():
+    values = {"bench/bias": MetricValue(value, "lower", ideal=0.0, ci_low=lo, ci_high=hi, n=100)}
+    fingerprint = fingerprint_dir(f"models/{variant}")
+    with tracking.stage_run("evaluate", variant=variant, tags={"model_fingerprint": fingerprint}) as run:
+        tracking.log_metric_values(values)
+    metrics_file.write(".", variant, values, model_fingerprint=fingerprint, model_dir=f"models/{variant}",
+                       run_id=run.info.run_id)
+with tracking.stage_run("register"):
+    result = register_variants(params, ".", log=tracking, flavor="artifacts")
+write_register_json(result, params.registry.model_name, "runs/register.json")
+print(json.dumps({n: {"version": r.version, "run_id": r.run_id} for n, r in result.items()}))
 """
 
 
-def _write_metrics(project: Path) -> None:
-    (project / "metrics").mkdir(exist_ok=True)
-    for variant, (value, lo, hi) in {"base": (0.30, 0.28, 0.32), "soft": (0.10, 0.08, 0.12)}.items():
-        body = {"variant": variant, "model_fingerprint": variant + "-fp", "metrics": {"bench/bias": {
-            "value": value, "ci_low": lo, "ci_high": hi, "direction": "lower", "ideal": 0.0, "n": 100}}}
-        (project / "metrics" / f"{variant}.json").write_text(json.dumps(body), encoding="utf-8")
+@pytest.fixture(scope="module")
+def registered(team_server, tiny_tokenizer, tiny_causal_model):
+    """(url, project, {variant: {version, run_id}, "promoted": output}): base and soft evaluated and registered by
+    the worker, soft promoted by the promoter."""
+    import torch
 
-
-def test_the_promoter_promotes_and_a_champion_set_behind_the_gate_is_flagged(team_server):
     url, project = team_server
-    _write_metrics(project)
+    tiny_causal_model.save_pretrained(project / "models" / "base")
+    tiny_tokenizer.save_pretrained(project / "models" / "base")
+    state = {k: v.clone() for k, v in tiny_causal_model.state_dict().items()}
+    with torch.no_grad():
+        tiny_causal_model.get_input_embeddings().weight[3] += 0.5
+        tiny_causal_model.save_pretrained(project / "models" / "soft")
+        tiny_causal_model.load_state_dict(state)
+    tiny_tokenizer.save_pretrained(project / "models" / "soft")
     done = python_as(url, "worker", PASSWORDS["worker"], project, REGISTER_AS_WORKER)
     assert done.returncode == 0, done.stderr
     versions = json.loads(done.stdout.strip().splitlines()[-1])
+    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    return url, project, {**versions, "promoted": _one_line(promoted)}
 
+
+def _as_worker(url, project, code: str) -> subprocess.CompletedProcess:
+    return python_as(url, "worker", PASSWORDS["worker"], project, code)
+
+
+def _one_line(done: subprocess.CompletedProcess) -> str:
+    return " ".join((done.stdout + done.stderr).split())  # the console may wrap a message
+
+
+def test_the_promoter_promotes_a_copy_the_worker_cannot_overwrite(registered):
+    """(a) Overwrite after approval: the worker rewrites the approved version's files in its own run; the champion
+    is the promoter's copy, which the worker can neither overwrite nor replace; the gate refuses the rewritten
+    version, naming the file."""
+    url, project, versions = registered
+    soft = versions["soft"]
     # the worker cannot run the gate: its record would go where only promoters write
     refused = biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "soft")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert " ".join(refused.stderr.split()) == (  # one message (the console may wrap it)
-        f"error: user 'worker' may not create runs in experiment '{PROMOTIONS}' on {url}: that needs EDIT on it "
-        "(an admin grants it; README \"Team server\")")
+    assert (f"error: user 'worker' may not create runs in experiment '{PROMOTIONS}' on {url}: that needs EDIT on it "
+            "(an admin grants it; README \"Team server\")") in _one_line(refused)
 
-    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
-    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
-    assert f"version {versions['soft']} is now @champion" in promoted.stdout
+    assert f"{MODEL} version {soft['version']} copied to {CHAMPION_MODEL} version 1, now @champion" \
+        in versions["promoted"]
     verified = biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "--verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert f"{MODEL}@champion = version {versions['soft']} (variant soft); gate record: run " in verified.stdout
-    assert "approved" in verified.stdout and "verified:" in verified.stdout
+    assert (f"{CHAMPION_MODEL}@champion = version 1 (variant soft, copied from {MODEL} version {soft['version']}); "
+            "gate record: run ") in _one_line(verified)
+    assert "every file's sha256 recomputed matches the promoter's manifest" in _one_line(verified)
 
-    # MLflow has no per-alias permission: EDIT on the model (which registering needs) also moves champion.
-    # The guard is detection: no gate record approves the version the worker picked.
-    moved = python_as(url, "worker", PASSWORDS["worker"], project,
-                      f"from mlflow import MlflowClient; "
-                      f"MlflowClient().set_registered_model_alias({MODEL!r}, 'champion', {versions['base']!r})")
-    assert moved.returncode == 0, moved.stderr
+    # the worker re-uploads the approved version's config.json into its own run: MLflow lets it
+    overwrite = f"""
+import pathlib, tempfile
+from mlflow import MlflowClient
+folder = pathlib.Path(tempfile.mkdtemp())
+(folder / "config.json").write_text('{{"model_type": "llama", "auto_map": {{"AutoModelForCausalLM": "evil.Model"}}}}')
+MlflowClient().log_artifact({soft['run_id']!r}, str(folder / "config.json"), "variant_soft")
+"""
+    done = _as_worker(url, project, overwrite)
+    assert done.returncode == 0, done.stderr
+    # ... but the champion is another copy: still verified, and served only after the same check
+    assert biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify").returncode == 0
+    served = biaslab(url, "worker", PASSWORDS["worker"], project, "serve", "champion", "--print-command")
+    assert served.returncode == 0, served.stdout + served.stderr
+    assert f"{CHAMPION_MODEL} version 1:" in served.stdout and "--env-manager local" in served.stdout
+    # the gate refuses the rewritten version, naming the file
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+    assert again.returncode == 1
+    assert "config.json changed" in _one_line(again) and "refused:" in again.stdout
+    # that refusal is now the newest record of the registration the champion came from: --verify says so, while
+    # the champion's own files still match the promoter's manifest
     flagged = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify")
     assert flagged.returncode == 1
-    assert f"FLAGGED: no gate record: version {versions['base']} became @champion without `biaslab promote`" \
-        in " ".join(flagged.stdout.split())
+    assert f"FLAGGED: the newest gate record of {MODEL} version {soft['version']} (" in _one_line(flagged)
+    assert "files differ" not in _one_line(flagged)
 
-    # forging the version's promotion.* tags does not help: the record lives where the worker cannot write
-    forge = python_as(url, "worker", PASSWORDS["worker"], project,
-                      f"from mlflow import MlflowClient; "
-                      f"MlflowClient().set_model_version_tag({MODEL!r}, {versions['base']!r}, 'promotion.decision', "
-                      f"'approved')")
-    assert forge.returncode == 0, forge.stderr
-    assert biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify").returncode == 1
-    promoted = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")  # the gate puts it back
-    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
-    assert biaslab(url, "worker", PASSWORDS["worker"], project, "promote", "--verify").returncode == 0
+    # the champion itself: the worker may not write it in any way
+    attempts = {
+        "upload into the gate record's copy": (
+            f"MlflowClient().log_artifact({{record!r}}, __file__, 'champion')", f"experiment '{PROMOTIONS}'", "EDIT"),
+        "add a version": (f"MlflowClient().create_model_version({CHAMPION_MODEL!r}, 'runs:/{soft['run_id']}/variant_soft', "
+                          f"run_id={soft['run_id']!r})", f"registered model '{CHAMPION_MODEL}'", "EDIT"),
+        "move the alias": (f"MlflowClient().set_registered_model_alias({CHAMPION_MODEL!r}, 'champion', '1')",
+                           f"registered model '{CHAMPION_MODEL}'", "EDIT"),
+    }
+    record = _record_run(url, project)
+    for what, (call, resource, permission) in attempts.items():
+        code = f"""
+import sys
+from mlflow import MlflowClient
+from biaslab.tracking import access
+__file__ = sys.executable
+access.name_resources(experiment={PROMOTIONS!r}, registered_model={CHAMPION_MODEL!r})
+with access.refusals():
+    {call.format(record=record)}
+"""
+        refused = _as_worker(url, project, code)
+        assert refused.returncode != 0, what
+        assert f"user 'worker' may not" in refused.stderr and resource in refused.stderr, (what, refused.stderr[-500:])
+        assert f"that needs {permission} on it" in refused.stderr, what
+
+
+def _record_run(url, project) -> str:
+    code = (f"from mlflow import MlflowClient; "
+            f"print(MlflowClient().get_model_version_by_alias({CHAMPION_MODEL!r}, 'champion').run_id)")
+    done = _as_worker(url, project, code)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_gate_judges_only_the_registered_version(registered, tmp_path):
+    """(b) No runs/register.json, a changed variant tag, a fingerprint tag the worker wrote, a version made by
+    hand: the gate never judges a version the register stage did not record for that variant."""
+    url, project, versions = registered
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(project / "params.yaml", fresh / "params.yaml")
+    refused = biaslab(url, "promoter", PASSWORDS["promoter"], fresh, "promote", "soft")
+    assert refused.returncode == 2
+    assert "runs/register.json does not list it" in _one_line(refused)  # no "newest version tagged soft"
+
+    base, soft = versions["base"], versions["soft"]
+    register_json = project / "runs" / "register.json"
+    honest = register_json.read_text()
+    forge = f"""
+import json
+from mlflow import MlflowClient
+client = MlflowClient()
+client.set_model_version_tag({MODEL!r}, {base['version']!r}, "variant", "soft")
+client.set_model_version_tag({MODEL!r}, {base['version']!r}, "model_fingerprint", "forged")
+soft = client.get_model_version({MODEL!r}, {soft['version']!r})
+from biaslab.tracking import runs as tracking
+from biaslab.config import TrackingConfig
+tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
+with tracking.stage_run("register", variant="soft") as run:  # its own files, no registration params
+    tracking.log_dict({{"variant": "soft"}}, "variant_soft/variant.json")
+by_hand = client.create_model_version({MODEL!r}, f"{{run.info.artifact_uri}}/variant_soft", run_id=run.info.run_id,
+                                      tags=soft.tags)
+print(by_hand.version)
+"""
+    done = _as_worker(url, project, forge)
+    assert done.returncode == 0, done.stderr
+    by_hand = done.stdout.strip().splitlines()[-1]
+    try:
+        body = json.loads(honest)
+        register_json.write_text(json.dumps({**body, "versions": {**body["versions"], "soft": base["version"]}}))
+        refused = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+        assert refused.returncode == 2
+        assert (f"{MODEL} version {base['version']} was registered for variant 'base', not 'soft' (its run's param; "
+                "the tag says 'soft'); refusing to promote it") in _one_line(refused)
+        register_json.write_text(json.dumps({**body, "versions": {**body["versions"], "soft": by_hand}}))
+        refused = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+        assert refused.returncode == 2
+        assert f"{MODEL} version {by_hand} was not created by the register stage" in _one_line(refused)
+    finally:
+        register_json.write_text(honest)
+    # MLflow refuses to change the params the gate reads, for the worker as for anyone
+    rewrite = f"from mlflow import MlflowClient; MlflowClient().log_param({base['run_id']!r}, 'variant', 'soft')"
+    done = _as_worker(url, project, rewrite)
+    assert done.returncode != 0 and "Changing param values is not allowed" in done.stderr
+
+
+def test_renaming_and_recreating_the_model_does_not_swap_the_champion(registered):
+    """(c) The worker renames the candidates away, recreates the name, copies every earlier version and puts at the
+    approved version's number a look-alike from a run of its own - other weights, its own manifest, params copied
+    from the approved registration, the approved version's tags: the champion model is untouched and still verified, renaming it is refused,
+    and the gate refuses the look-alike (its checkpoint is not the weights the evaluate run measured)."""
+    url, project, versions = registered
+    soft = versions["soft"]
+    swap = f"""
+import shutil, tempfile
+from mlflow import MlflowClient
+from biaslab.config import TrackingConfig
+from biaslab.serving.manifest import write_manifest
+from biaslab.tracking import runs as tracking
+client = MlflowClient()
+approved = client.get_model_version({MODEL!r}, {soft['version']!r})
+registration = client.get_run(approved.run_id).data.params
+client.rename_registered_model({MODEL!r}, {MODEL + '-moved'!r})
+client.create_registered_model({MODEL!r})
+package = tempfile.mkdtemp() + "/variant_soft"
+shutil.copytree(client.download_artifacts(approved.run_id, "variant_soft", tempfile.mkdtemp()), package)
+shutil.copy("models/base/model.safetensors", package + "/model.safetensors")  # the worker's own weights
+tracking.configure(TrackingConfig(experiment={EXPERIMENT!r}))
+with tracking.stage_run("register", variant="soft") as run:
+    manifest = write_manifest(package, variant="soft", content_hash=registration["content_hash"])
+    tracking.log_params({{**registration, "manifest_sha256": manifest}})
+    tracking.log_artifact(package, "variant_soft")
+for number in range(1, int(approved.version) + 1):  # every earlier version faithfully, the approved one swapped
+    old = client.get_model_version({MODEL + '-moved'!r}, str(number))
+    if number < int(approved.version):
+        mv = client.create_model_version({MODEL!r}, old.source, run_id=old.run_id, tags=old.tags)
+    else:
+        mv = client.create_model_version({MODEL!r}, f"{{run.info.artifact_uri}}/variant_soft",
+                                         run_id=run.info.run_id, tags=approved.tags)
+print(mv.version)
+"""
+    done = _as_worker(url, project, swap)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == soft["version"]
+    rename = f"""
+from mlflow import MlflowClient
+from biaslab.tracking import access
+access.name_resources(registered_model={CHAMPION_MODEL!r})
+with access.refusals():
+    MlflowClient().rename_registered_model({CHAMPION_MODEL!r}, "elsewhere")
+"""
+    refused = _as_worker(url, project, rename)
+    assert refused.returncode != 0
+    assert (f"user 'worker' may not change registered model '{CHAMPION_MODEL}' on {url}: that needs EDIT on it"
+            in refused.stderr)
+    def champion_untouched() -> None:  # (a refusal recorded by the overwrite test may flag it; never its files)
+        verified = _one_line(biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "--verify"))
+        assert f"{CHAMPION_MODEL}@champion = version 1 (variant soft, copied from {MODEL} version " in verified
+        assert "files differ" not in verified and "no gate record" not in verified
+
+    champion_untouched()
+    # the look-alike of the same number: the gate fingerprints its files and refuses it
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "not the evaluated weights" in _one_line(again) and "refused:" in again.stdout
+    # the recreated model is the worker's: the promoter's grant went with the renamed one, and it is told
+    assert f"note: the decision's promotion.* tags were not written: user 'promoter' may not tag versions of " \
+           f"registered model '{MODEL}'" in _one_line(again)
+    champion_untouched()
 
 
 def test_only_the_admin_manages_users(team_server):

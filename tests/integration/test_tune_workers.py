@@ -80,3 +80,68 @@ def test_two_workers_complete_exactly_n_trials(request, workspace, storage):
     assert all(t.state == TrialState.FAIL and t.user_attrs.get("surplus") for t in leftovers)
     assert not study.get_trials(states=(TrialState.RUNNING,))
     assert not (workspace / "tune" / "unused.journal").exists()
+
+
+VICTIM = r"""
+import sys, time
+from pathlib import Path
+import biaslab.mitigation.lora.tune as tune_module
+
+root = Path(sys.argv[1])
+
+
+def blocking_objective(*args, **kwargs):  # a trial that is still training when its worker is SIGKILLed
+    def objective(trial):
+        trial.suggest_float("dropout", 0.0, 0.3)
+        (root / "victim-trial").write_text(str(trial.number))
+        time.sleep(600)
+    return objective
+
+
+tune_module.make_objective = blocking_objective
+sys.argv = [sys.argv[0], sys.argv[1], "victim", *sys.argv[3:]]
+exec(compile(sys.argv.pop(), "worker", "exec"))
+"""
+
+
+@pytest.mark.parametrize("storage", ["journal:tune/study.journal", "sqlite:///{root}/study.db"])
+def test_a_killed_workers_trial_is_retried_by_the_survivor(workspace, storage):
+    """Two workers; one is SIGKILLed mid-trial. The survivor fails that trial (RDB: Optuna's heartbeat went
+    silent; journal: its process is gone), runs Optuna's retry of it with the same params, and returns with
+    exactly ``n_trials`` complete."""
+    import signal
+    import time
+
+    import optuna
+    from optuna.trial import TrialState
+
+    from biaslab.mitigation.lora.study import make_storage
+
+    env = {k: v for k, v in os.environ.items() if k != "BIASLAB_OPTUNA_STORAGE"}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    storage = storage.format(root=workspace)
+    if not storage.startswith("journal:"):
+        make_storage(storage, workspace)
+    worker = WORKER.replace("trial_max_steps=1,", "trial_max_steps=1, heartbeat_seconds=1, heartbeat_grace_seconds=3,")
+    victim = subprocess.Popen([sys.executable, "-c", VICTIM, str(workspace), "victim", str(N_TRIALS), storage, worker],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    survivor = subprocess.Popen([sys.executable, "-c", worker, str(workspace), "survivor", str(N_TRIALS), storage],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and victim.poll() is None and not (workspace / "victim-trial").exists():
+        time.sleep(0.1)
+    assert victim.poll() is None, victim.communicate()[1][-3000:]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    out, err = survivor.communicate(timeout=300)
+    assert survivor.returncode == 0, err[-3000:]
+    result = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+
+    killed = int((workspace / "victim-trial").read_text())
+    study = optuna.load_study(study_name=result["study"], storage=make_storage(storage, workspace))
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(complete) == N_TRIALS and sorted(result["ran"]) == sorted(t.number for t in complete)
+    assert study.trials[killed].state == TrialState.FAIL
+    retry = [t for t in complete if t.system_attrs.get("failed_trial") == killed]
+    assert len(retry) == 1 and retry[0].params["dropout"] == study.trials[killed].params["dropout"]
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))

@@ -94,9 +94,14 @@ def drop_variants(work: Path, names: Sequence[str]) -> None:
     produced = {p for n in names
                 for p in (f"models/{n}", f"metrics/{n}.json", f"reports/tables/{n}", f"data/predictions/{n}")}
     pipeline = yaml.safe_load(dvc_file.read_text(encoding="utf-8"))
-    for stage in pipeline["stages"].values():
+    for name, stage in list(pipeline["stages"].items()):
         if isinstance(stage.get("foreach"), list):
             stage["foreach"] = [item for item in stage["foreach"] if item not in names]
+        elif isinstance(stage.get("foreach"), dict):  # variant -> its settings (finetune: the study it reads)
+            stage["foreach"] = {key: item for key, item in stage["foreach"].items() if key not in names}
+        if "foreach" in stage and not stage["foreach"]:  # every item dropped (tune_variant): no stage at all
+            del pipeline["stages"][name]
+            continue
         body = stage.get("do", stage)
         if "deps" in body:
             body["deps"] = [d for d in body["deps"] if d not in produced]

@@ -63,7 +63,7 @@ def test_variant_model_dirs_are_produced_by_a_stage():
     for name, body in stage_bodies():
         for out in body.get("outs", []):
             path = out if isinstance(out, str) else next(iter(out))
-            produced.add(path.replace("${item}", "{item}"))
+            produced.add(path.replace("${item}", "{item}").replace("${key}", "{item}"))
     for variant, cfg in PARAMS.variants.items():
         candidates = {cfg.model_dir, cfg.model_dir.replace(variant, "{item}")}
         assert candidates & produced, f"variant {variant}: no stage produces {cfg.model_dir}"

@@ -87,7 +87,8 @@ def test_workers_read_the_variables_biaslab_reads_and_a_separate_optuna_database
     assert env[TRACKING_URI_ENV] == "http://mlflow:5000"
     assert _database(_interpolate(env[STORAGE_ENV], SECRETS_ENV)) == "optuna"  # not MLflow's (alembic_version)
     assert DATA_DIR_ENV in env
-    assert SERVICES["worker"]["depends_on"]["init"]["condition"] == "service_completed_successfully"
+    assert SERVICES["upstream"]["depends_on"]["init"]["condition"] == "service_completed_successfully"
+    assert SERVICES["worker"]["depends_on"]["upstream"]["condition"] == "service_completed_successfully"
     assert SERVICES["init"]["environment"][TRACKING_URI_ENV] == env[TRACKING_URI_ENV]
     init_script = SERVICES["init"]["command"][-1]
     # the init creates the schema the workers then share, from the same URL
@@ -206,7 +207,7 @@ def test_the_server_is_published_on_loopback_unless_the_user_opts_in():
     assert _interpolate(port, {}) == "127.0.0.1:5000:5000"
     assert _interpolate(port, {"MLFLOW_BIND": "0.0.0.0", "MLFLOW_PORT": "8080"}) == "0.0.0.0:8080:5000"
     for name, service in SERVICES.items():  # nothing else is published: PostgreSQL stays inside compose
-        if name != "mlflow":
+        if name not in ("mlflow", "tls-proxy"):  # the TLS proxy: tests/robustness/test_image_and_scale_out.py
             assert "ports" not in service, name
 
 

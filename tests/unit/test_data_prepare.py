@@ -71,9 +71,10 @@ def test_report_counts(prepared):
 
 def test_prepare_is_deterministic(prepared):
     out, _, params = prepared
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert any(p.parts[0] == "test" for p in before)  # the split folders too
     prepare(params)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_stage_script_exits_nonzero_with_message(tmp_path, capsys, monkeypatch):

@@ -304,7 +304,11 @@ def test_run_reads_the_eval_rows_of_the_prepared_table(tmp_path):
     )
     validation = synthetic_frame().assign(item_id=lambda f: "v:" + f["row"].astype(str), split="validation",
                                           profession=lambda f: f["profession"] + "-v")
-    pd.concat([frame, extra, validation]).to_parquet(tmp_path / "gbem_ua.parquet")
+    whole = pd.concat([frame, extra, validation])
+    whole.to_parquet(tmp_path / "gbem_ua.parquet")  # items: all reads the whole table
+    for split, label in (("test", "eval"), ("select", "validation")):  # items: heldout reads a split folder
+        (tmp_path / split).mkdir()
+        whole[whole["split"] == label].to_parquet(tmp_path / split / "gbem_ua.parquet")
     lm = FakeLM(frame)
     result = BENCHMARK.run(lm, tmp_path, {}, CTX)
     assert result.predictions["qa"]["item_id"].str.startswith("test:").all()
@@ -321,6 +325,9 @@ def test_run_reads_the_eval_rows_of_the_prepared_table(tmp_path):
     assert set(result.tables["summary"]["metric"]) == {k.split("/")[1] for k in result.metrics}
     small = BENCHMARK.run(lm, tmp_path, {"max_professions": 1}, CTX)
     assert set(small.predictions["prob"]["profession"]) == {sorted(PROFESSIONS)[0]}
+    selection = BENCHMARK.run(lm, tmp_path, {}, EvalContext(bootstrap_samples=0, progress=False,
+                                                            split="select"))
+    assert selection.predictions["qa"]["item_id"].str.startswith("v:").all()  # a choice reads the validation rows
 
 
 def test_masked_lm_is_refused():
@@ -461,4 +468,5 @@ def test_item_statistics_are_the_pair_metrics():
         tables[name] = pd.concat(copies, ignore_index=True)
     metrics = compute_metrics(tables["qa"], tables["qa_pairs"], tables["prob"], tables["prob_pairs"], ctx)
     assert_item_statistics_are_the_metrics(BENCHMARK, BenchmarkResult(metrics, tables), ctx, expected=tuple(
-        f"gbem_ua/{m}_{p}" for m in ("qa_logodds_gap", "qa_diff", "prob_diff") for p in ("fem", "nofem")))
+        f"gbem_ua/{m}_{p}" for m in ("qa_logodds_gap", "qa_diff", "prob_diff") for p in ("fem", "nofem"))
+        + ("gbem_ua/qa_macro_f1",))

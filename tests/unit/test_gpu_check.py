@@ -85,7 +85,7 @@ def test_without_cuda_it_skips_with_a_message_and_exit_0(tmp_path):
 
 
 def test_lora_settings_train_the_named_variant_as_the_finetune_stage_resolves_it(tmp_path):
-    """``--lora-variant lora_clp`` trains the logit-pairing objective with its own rate; ``lora`` takes the tune."""
+    """``--lora-variant lora_clp`` trains the logit-pairing objective with its own study's rate; ``lora`` the tune's."""
     from biaslab.config import load_params
 
     params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
@@ -98,8 +98,11 @@ def test_lora_settings_train_the_named_variant_as_the_finetune_stage_resolves_it
     assert (plain.learning_rate, plain.r, plain.objective) == (0.000123, 32, params.lora.objective)
     assert (plain.max_steps, plain.quantization, plain.eval_steps) == (3, "4bit", 0)
 
+    own = tmp_path / params.tune_for("lora_clp").output_dir / "best_params.json"  # tune_variant@lora_clp's study
+    own.parent.mkdir(parents=True)
+    own.write_text('{"params": {"learning_rate": 0.00077, "max_steps": 60}}', encoding="utf-8")
     clp = module.lora_settings(params, tmp_path, "lora_clp", steps=3, quantization="none")
     expected = params.lora_for("lora_clp")
-    assert clp.objective == "logit_pairing" and not expected.use_tuned
-    assert (clp.learning_rate, clp.r, clp.pairing_pairs) == (expected.learning_rate, expected.r, expected.pairing_pairs)
+    assert clp.objective == "logit_pairing" and expected.use_tuned
+    assert (clp.learning_rate, clp.r, clp.pairing_pairs) == (0.00077, expected.r, expected.pairing_pairs)
     assert (clp.max_steps, clp.quantization) == (3, "none")

@@ -20,7 +20,8 @@ CTX = EvalContext(bootstrap_samples=200, progress=False)
 
 def write_heldout(tmp_path, rows):
     frame = pd.DataFrame(rows, columns=["language", "document", "chunk", "text"])
-    frame.to_parquet(tmp_path / "lm_heldout.parquet", index=False)
+    (tmp_path / "test").mkdir(exist_ok=True)  # the benchmark reads the test chunks (biaslab.data.splits)
+    frame.to_parquet(tmp_path / "test" / "lm_heldout.parquet", index=False)
     return tmp_path
 
 
@@ -37,6 +38,17 @@ def test_metrics_are_the_pooled_ratios(tmp_path):
     assert all(v.direction == "lower" for v in m.values())
     assert m["lm_quality/ppl_en"].ci_low <= m["lm_quality/ppl_en"].value <= m["lm_quality/ppl_en"].ci_high
     assert lm.calls == [("sentence_scores", 3)]  # one engine call
+
+
+def test_item_statistic_is_the_pooled_bits_per_char(tmp_path):
+    """The promotion gate pairs bits/char chunk by chunk: the item statistic gives the metric and its CI."""
+    from item_statistics_check import assert_item_statistics_are_the_metrics
+
+    texts = {f"text {i} " + "x" * i: ("en" if i % 2 else "uk", -1.0 - i * 0.7, 2 + i % 3) for i in range(12)}
+    prepared = write_heldout(tmp_path, [(lang, i // 4, i % 4, t) for i, (t, (lang, _, _)) in enumerate(texts.items())])
+    lm = FakeScorer(sentences={t: SentenceScore(lp, n) for t, (_, lp, n) in texts.items()})
+    result = BENCHMARK.run(lm, prepared, {}, CTX)
+    assert_item_statistics_are_the_metrics(BENCHMARK, result, CTX, expected=("lm_quality/bits_per_char",))
 
 
 def test_a_prompt_prefix_is_never_applied_and_masked_lms_skip(tmp_path):

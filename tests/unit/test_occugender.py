@@ -76,8 +76,10 @@ def FakeLM(probs=PROBS, n_tokens=1) -> FakeScorer:  # noqa: N802 - reads like th
 
 @pytest.fixture()
 def prepared(tmp_path):
-    JOBS.to_parquet(tmp_path / "occugender_jobs.parquet")
-    (tmp_path / "occugender_spec.json").write_text(json.dumps(SPEC), encoding="utf-8")
+    """A prepared folder whose test split holds the jobs (the benchmark reads ``test/``: biaslab.data.splits)."""
+    (tmp_path / "test").mkdir()
+    JOBS.to_parquet(tmp_path / "test" / "occugender_jobs.parquet")
+    (tmp_path / "test" / "occugender_spec.json").write_text(json.dumps(SPEC), encoding="utf-8")
     return tmp_path
 
 
@@ -269,8 +271,9 @@ def test_table_cells_equal_the_authors_loop_on_the_mirror_spec(tmp_path, mirror,
     """
     jobs = pd.read_csv(mirror / "occugender" / "jobs.csv")
     jobs = pd.concat([jobs[jobs["group"] == g].head(1) for g in ("female_dominated", "male_dominated")])
-    jobs.reset_index(drop=True).to_parquet(tmp_path / "occugender_jobs.parquet")
-    (tmp_path / "occugender_spec.json").write_bytes((mirror / "occugender" / "spec.json").read_bytes())
+    (tmp_path / "test").mkdir()
+    jobs.reset_index(drop=True).to_parquet(tmp_path / "test" / "occugender_jobs.parquet")
+    (tmp_path / "test" / "occugender_spec.json").write_bytes((mirror / "occugender" / "spec.json").read_bytes())
     result = BENCHMARK.run(tiny_scorer, tmp_path, {"debiasing": False}, CTX)
     table = result.tables["occugender_table"].set_index("condition")
 
@@ -372,7 +375,7 @@ def test_cis_equal_resampling_dataframes(prepared, monkeypatch):
     jobs = pd.DataFrame({"job": ["nurse", "carpenter", "secretary", "plumber", "baker", "pilot"],
                          "group": ["female_dominated", "male_dominated"] * 3,
                          "male_ratio": [12.0, 97.0, 5.0, 98.0, 40.0, 90.0]})
-    jobs.assign(female_ratio=100 - jobs["male_ratio"]).to_parquet(prepared / "occugender_jobs.parquet")
+    jobs.assign(female_ratio=100 - jobs["male_ratio"]).to_parquet(prepared / "test" / "occugender_jobs.parquet")
 
     def score(r) -> Score:  # P(she) grows with the length of the prompt, so jobs and prompts differ
         word = WORD_OF[r.continuation.strip().lower()]

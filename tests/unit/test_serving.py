@@ -212,7 +212,8 @@ def test_overlays_and_prompts_reference_the_base_instead_of_copying_it(registere
         flavor = yaml.safe_load((local / "MLmodel").read_text())["flavors"]["biaslab"]
         assert flavor["kind"] == ("prompt" if variant == "prompt" else "overlay")
         assert flavor["base"] == {"registered_model": MODEL, "version": versions["base"],
-                                  "content_hash": base.tags["content_hash"], "variant": "base"}
+                                  "content_hash": base.tags["content_hash"], "variant": "base",
+                                  "manifest_sha256": client.get_run(base.run_id).data.params["manifest_sha256"]}
         assert "python_function" in yaml.safe_load((local / "MLmodel").read_text())["flavors"]
         assert "peft==" in (local / "requirements.txt").read_text() or variant != "lora"
 
@@ -229,6 +230,17 @@ def test_a_base_pin_resolves_by_content_and_refuses_another_base(registered):
     assert str(find_base_version(client, pin).version) == versions["base"]  # wrong number, right content
     with pytest.raises(BaseResolutionError, match="no version of .* holds content"):
         find_base_version(client, {**pin, "content_hash": "0" * 24})
+    # the base's files are checked against the manifest hash the pin records, before anything loads them
+    from biaslab.serving.base import resolve_base
+
+    base = client.get_model_version(MODEL, versions["base"])
+    pinned = {**pin, "version": versions["base"],
+              "manifest_sha256": client.get_run(base.run_id).data.params["manifest_sha256"]}
+    assert (resolve_base(pinned, client) / "config.json").is_file()
+    with pytest.raises(BaseResolutionError, match="the manifest was rewritten after it was recorded"):
+        resolve_base({**pinned, "manifest_sha256": "0" * 64}, client)
+    with pytest.raises(BaseResolutionError, match="pinned without its manifest hash"):
+        resolve_base({**pinned, "manifest_sha256": None}, client)
 
 
 def test_bad_requests_are_refused_with_the_row():
@@ -252,13 +264,16 @@ def test_serve_command_resolves_variant_version_and_alias(registered):
     (root / "params.yaml").write_text(json.dumps(params.model_dump(mode="json")), encoding="utf-8")
     runner = CliRunner()
     for target, uri in (("lora", f"models:/{MODEL}/{versions['lora']}"), (versions["hook"], f"models:/{MODEL}/{versions['hook']}"),
-                        ("champion", f"models:/{MODEL}@champion")):
+                        ("serve-lora", f"models:/{MODEL}@serve-lora")):
         result = runner.invoke(app, ["serve", target, "--print-command", "--root", str(root), "--port", "5123"])
         assert result.exit_code == 0, result.output
         assert f"-m {uri} --env-manager local -h 127.0.0.1 -p 5123" in result.output
         assert "curl -s http://127.0.0.1:5123/invocations" in result.output
     missing = runner.invoke(app, ["serve", "nope", "--print-command", "--root", str(root)])
     assert missing.exit_code == 2 and "no variant of params.yaml" in missing.output
+    # `champion` is the champion model's (a champion alias on the candidates is not served)
+    none = runner.invoke(app, ["serve", "champion", "--print-command", "--root", str(root)])
+    assert none.exit_code == 2 and f"no @champion on {params.registry.champion_model}" in none.output
 
 
 @pytest.mark.slow
@@ -371,6 +386,7 @@ def test_a_full_package_loads_without_a_registry_and_honours_the_device_map(tmp_
     from biaslab.registry import VariantSource
     from biaslab.scoring.requests import Request
     from biaslab.serving.loader import load_served_variant
+    from biaslab.serving.manifest import write_manifest
     from biaslab.serving.package import package_servable
     from biaslab.serving.settings import ServingSettings
 
@@ -382,6 +398,7 @@ def test_a_full_package_loads_without_a_registry_and_honours_the_device_map(tmp_
     src = VariantSource("base", "none", "full", checkpoint)
     package_servable(package, src, flavor="artifacts", base_reference=None, model_name=MODEL,
                      settings=ServingSettings(device_map="cpu"), prompt_prefix={})
+    write_manifest(package)
     calls = []
     monkeypatch.setattr(models, "load_model", lambda *a, **kw: calls.append(kw) or load_model(*a, **kw))
     served = load_served_variant(package)

@@ -7,7 +7,8 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
 * ``headline``: the few metric names (``<name>/<metric>``) a reader looks at first - the benchmark's main
   accuracy and bias numbers; ``biaslab compare`` and the report's comparison table show these;
 * ``prepared_files``: the files of ``data/prepared`` the benchmark reads (each evaluate run logs them as
-  its MLflow datasets, with their DVC digests);
+  its MLflow datasets, with their DVC digests); a benchmark a choice reads has its items in the split
+  folders (``test/…``; :mod:`biaslab.data.splits`) and reads the set ``ctx.split`` names;
 * ``run(lm, prepared_dir, options, ctx) -> BenchmarkResult``: read its prepared tables from
   ``prepared_dir`` (written by the ``prepare`` stage), score its items with ``lm`` - a
   :class:`~biaslab.scoring.protocol.Scorer`, the only way a benchmark reaches the model (never its
@@ -52,6 +53,9 @@ class EvalContext:
     # benchmarks whose items the evaluated variant was trained on (a LoRA variant: ("gbem_ua",)), so a
     # benchmark can refuse to score its training items as if they were held out
     trained_on: tuple[str, ...] = ()
+    # which item set a benchmark with a selection/test split reads (GBEM-UA, OccuGender, lm_quality:
+    # biaslab.data.splits): "test" for every verdict (evaluate, calibrate), "select" for a choice
+    split: str = "test"
 
 
 @dataclass

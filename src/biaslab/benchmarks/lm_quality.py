@@ -1,8 +1,8 @@
 """LM quality ("do no harm"): held-out perplexity and bits per character per language.
 
 A mitigation that removes bias by damaging the model is no mitigation, so every variant is also scored on
-held-out text (``data/prepared/lm_heldout.parquet``, see :mod:`biaslab.data.lm_heldout`: by default the
-default model's own validation documents). Each chunk is scored from BOS as one request,
+held-out text (``data/prepared/test/lm_heldout.parquet``: the test half of the chunks, :mod:`biaslab.data.splits`;
+see :mod:`biaslab.data.lm_heldout`: by default the default model's own validation documents). Each chunk is scored from BOS as one request,
 ``log P(chunk | BOS)`` summed over its tokens, and per language:
 
 * ``lm_quality/ppl_<lang>`` = ``exp(Σ NLL / Σ tokens)`` — token perplexity (comparable between variants
@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, read_prepared_table, skipped_result
+from biaslab.data.splits import split_dir
 from biaslab.metrics.bootstrap import Columns, bootstrap_ci
+from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
 
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 NAME = "lm_quality"
 DEFAULT_OPTIONS: dict[str, Any] = {"languages": None}  # null = every language of the prepared table
 REQUIRED_COLUMNS = ("language", "document", "chunk", "text")
+CHUNK = ("language", "document", "chunk")  # names one scored chunk
 
 
 def _nll(frame: Columns) -> float:
@@ -49,6 +52,10 @@ def ppl(frame: Columns) -> float:
 def bits_per_char(frame: Columns) -> float:
     """Bits per character of the chunks in ``frame``."""
     return _nll(frame) / math.log(2) / np.asarray(frame["n_chars"]).sum()
+
+
+def _chunks(table: pd.DataFrame) -> pd.DataFrame:
+    return table[[*CHUNK, "logprob", "n_tokens", "n_chars"]]
 
 
 def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
@@ -72,7 +79,7 @@ class LmQuality:
     name = NAME
     language = None  # no prompt prefix: plain held-out text
     headline = (f"{NAME}/bits_per_char",)
-    prepared_files = ("lm_heldout.parquet",)
+    prepared_files = ("test/lm_heldout.parquet",)  # the test chunks (data.splits)
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
@@ -80,11 +87,12 @@ class LmQuality:
             reason = unsupported_reason(NAME, "next-token log-probabilities of plain text (a causal LM)", lm)
             log.warning(reason)
             return skipped_result(NAME, reason)
-        if not (Path(prepared_dir) / "lm_heldout.parquet").is_file():
+        folder = split_dir(prepared_dir, ctx.split)  # the test chunks, or the selection chunks
+        if not (folder / "lm_heldout.parquet").is_file():
             reason = f"{NAME}: no held-out text prepared (data.lm_heldout.languages is empty)"
             log.warning(reason)
             return skipped_result(NAME, reason)
-        chunks = read_prepared_table(prepared_dir, "lm_heldout", REQUIRED_COLUMNS)
+        chunks = read_prepared_table(folder, "lm_heldout", REQUIRED_COLUMNS)
         if opts["languages"] is not None:
             chunks = chunks[chunks["language"].isin(list(opts["languages"]))]
             if chunks.empty:
@@ -99,6 +107,11 @@ class LmQuality:
         table = pd.DataFrame([{"metric": k.split("/", 1)[1], **v.to_dict()} for k, v in metrics.items()])
         return BenchmarkResult(metrics=metrics, predictions={"lm_quality_chunks": scored.drop(columns="text")},
                                tables={"lm_quality": table})
+
+    def item_statistics(self, options: dict[str, Any]) -> dict[str, ItemStatistic]:
+        """Pooled bits per character as a statistic of the scored chunks (a chunk per row, as its CI resamples),
+        so the promotion gate can pair a variant's held-out text with the base's chunk by chunk."""
+        return {f"{NAME}/bits_per_char": ItemStatistic("lm_quality_chunks", _chunks, CHUNK, bits_per_char)}
 
 
 BENCHMARK = LmQuality()

@@ -58,7 +58,7 @@ def variants(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
 
     params = _load(root, params_file)
     versions = run_file.registered_versions(root / paths.run_file("register"))
-    key_metrics = list(dict.fromkeys([c.metric for c in params.registry.gate]))
+    key_metrics = list(dict.fromkeys([c.metric for c in params.registry.gate if c.rule != "answer_floor"]))
     table = Table(title=f"variants ({params.registry.model_name})")
     for col in ("variant", "method", "version", "model fingerprint", *key_metrics, "metrics", "description"):
         table.add_column(col)
@@ -98,7 +98,8 @@ def _print_champion_check(params, root: Path) -> None:
     if check.version is None:
         console.print(f"champion: none (no @{promotions.CHAMPION} alias on {check.model_name})")
     elif check.ok:
-        console.print(f"champion: version {check.version} (variant {check.variant or '?'}), approved by the gate")
+        console.print(f"champion: version {check.version} (variant {check.variant or '?'}), approved by the gate "
+                      "(files not hashed here: `biaslab promote --verify`)")
     else:
         console.print(f"champion: version {check.version} (variant {check.variant or '?'}) "
                       f"[red]FLAGGED:[/] {'; '.join(check.problems)} (see `biaslab promote --verify`)")
@@ -254,14 +255,19 @@ def check_reproduction(
 def promote(
     variant: str = typer.Argument(None, help="variant to promote (a name from params.yaml `variants`)"),
     base: str = typer.Option("base", "--base", help="variant the gate compares against"),
-    verify: bool = typer.Option(False, "--verify", help="promote nothing: check that the current champion has "
-                                                        "an approving gate record (exit 1 if not)"),
+    verify: bool = typer.Option(False, "--verify", help="promote nothing: check the current champion's gate "
+                                                        "record and recompute its files' hashes (exit 1 if not ok)"),
+    version: str = typer.Option(None, "--version", help="the variant's registered version (default: runs/register.json)"),
+    base_version: str = typer.Option(None, "--base-version", help="the base's registered version (default: "
+                                                                  "runs/register.json)"),
     params_file: str = PARAMS_OPT,
     root: Path = ROOT_OPT,
 ) -> None:
-    """Gate VARIANT against the base: pass -> alias `champion`; fail -> refused with reasons (exit 1).
+    """Gate VARIANT against the base: pass -> its files copied into the champion model, alias `champion`;
+    fail -> refused with reasons (exit 1).
 
-    With --verify: show the current champion's gate record and flag a champion without one (exit 1)."""
+    With --verify: show the current champion's gate record, recompute every file's sha256 against the
+    promoter's manifest, and flag anything else (exit 1)."""
     from rich.table import Table
 
     from biaslab import registry
@@ -281,22 +287,26 @@ def promote(
         params.variant(variant)
         tracking.configure(params.tracking, root=root)
         with access.refusals():
-            decision = registry.promote(params, variant, root, base_variant=base)
+            decision = registry.promote(params, variant, root, base_variant=base, version=version,
+                                        base_version=base_version)
     except (BiaslabError, access.AccessDenied) as exc:
         _fail(str(exc))
 
-    table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}")
-    for col in ("metric", "rule", "asks", variant, base, "result", "why"):
+    table = Table(title=f"promotion gate: {variant} (version {decision.version}) vs {base}, paired on the same "
+                        "test items (docs/gate.md)")
+    for col in ("metric", "rule", "asks", variant, base, "estimate [95% CI]", "result", "why"):
         table.add_column(col, overflow="fold")
     for r in decision.results:
-        v = _fmt(r.variant_value, *(r.variant_ci or (None, None)))
-        b = _fmt(r.base_value, *(r.base_ci or (None, None)))
         verdict = "[green]PASS[/]" if r.passed else "[red]FAIL[/]"
-        table.add_row(r.metric, r.rule, r.threshold, v, b, verdict, r.reason)
+        table.add_row(r.metric, r.rule, r.asks, _fmt(r.variant_value), _fmt(r.base_value),
+                      _fmt(r.estimate, *(r.ci or (None, None))), verdict, r.reason)
     console = _console()
     console.print(table)
+    if decision.tag_problem:
+        console.print(f"[yellow]note:[/] {decision.tag_problem}")
     if decision.approved:
-        console.print(f"[green]approved:[/] {decision.model_name} version {decision.version} is now "
+        console.print(f"[green]approved:[/] {decision.model_name} version {decision.version} copied to "
+                      f"{params.registry.champion_model} version {decision.champion_version}, now "
                       f"@{registry.CHAMPION}")
         return
     failed = [r.metric for r in decision.results if not r.passed]
@@ -340,47 +350,65 @@ def ui(
 
 @app.command()
 def serve(
-    target: str = typer.Argument("champion", help="a variant of params.yaml, a version number, or an alias"),
+    target: str = typer.Argument("champion", help="champion (verified first), a variant of params.yaml, a version "
+                                                  "number, or an alias of the candidates"),
     host: str = typer.Option("127.0.0.1", "--host", help="address the server listens on (loopback by default)"),
     port: int = typer.Option(5001, "--port", help="port of the server"),
     print_only: bool = typer.Option(False, "--print-command", help="only print the command and a curl example"),
+    trust_remote_code: bool = typer.Option(None, "--trust-remote-code/--no-trust-remote-code",
+                                           help="let the model's own code run (default: model.trust_remote_code "
+                                                "of this host's params.yaml)"),
+    allow_pickle: bool = typer.Option(None, "--allow-pickle/--no-allow-pickle",
+                                      help="let pickle checkpoints load (default: model.allow_pickle of this "
+                                           "host's params.yaml)"),
     params_file: str = PARAMS_OPT,
     root: Path = ROOT_OPT,
 ) -> None:
     """Serve a registered version over HTTP with `mlflow models serve` (biaslab's predict contract).
 
+    `champion` is the champion model's version, downloaded and checked file by file against the
+    promoter's manifest before it is served (refused, naming the file, on a mismatch). What the package may
+    run is this host's decision (flags, else params.yaml), never the package's.
     POST /invocations with rows of `prompt` (greedy text), `context`+`continuation` (log-likelihood) or
-    `sentence`; see the README section "Serving a registered version".
+    `sentence`; see docs/serving.md.
     """
     import os
     import shlex
+    import shutil
     import subprocess
+    import tempfile
 
     import mlflow
 
+    from biaslab.cli.serve import ServeTargetError, curl_example, serve_command, serve_env, serve_target
+    from biaslab.serving.settings import HostOptions
+    from biaslab.tracking import access
     from biaslab.tracking import runs as tracking
-    from mlflow import MlflowClient
-
-    from biaslab.registry import REGISTER_JSON
-    from biaslab.cli.serve import ServeTargetError, curl_example, resolve_target, serve_command, serve_env
 
     params = _load(root, params_file)
     tracking.configure(params.tracking, root=root)
+    options = HostOptions(
+        trust_remote_code=params.model.trust_remote_code if trust_remote_code is None else trust_remote_code,
+        allow_pickle=params.model.allow_pickle if allow_pickle is None else allow_pickle)
+    workdir = tempfile.mkdtemp(prefix="biaslab-serve-")
     try:
-        uri, version = resolve_target(MlflowClient(), params.registry.model_name, target, list(params.variants),
-                                      root / REGISTER_JSON)
-    except ServeTargetError as exc:
-        _fail(str(exc))
-    command = serve_command(uri, host, port)
-    env = serve_env(os.environ, MLFLOW_TRACKING_URI=mlflow.get_tracking_uri())
-    console = _console()
-    console.print(f"{params.registry.model_name} version {version}: {uri}", highlight=False)
-    console.print(f"MLFLOW_TRACKING_URI={env['MLFLOW_TRACKING_URI']} {shlex.join(command)}", highlight=False,
-                  soft_wrap=True)
-    console.print(f"then: {curl_example(host, port)}", highlight=False, soft_wrap=True)
-    if print_only:
-        return
-    raise typer.Exit(subprocess.call(command, env=env, cwd=os.fspath(root)))
+        try:
+            with access.refusals():
+                name, uri, version = serve_target(params, target, root, workdir)
+        except (ServeTargetError, access.AccessDenied) as exc:
+            _fail(str(exc))
+        command = serve_command(uri, host, port)
+        env = serve_env(os.environ, MLFLOW_TRACKING_URI=mlflow.get_tracking_uri(), **options.env())
+        console = _console()
+        console.print(f"{name} version {version}: {uri}", highlight=False)
+        console.print(f"MLFLOW_TRACKING_URI={env['MLFLOW_TRACKING_URI']} {shlex.join(command)}", highlight=False,
+                      soft_wrap=True)
+        console.print(f"then: {curl_example(host, port)}", highlight=False, soft_wrap=True)
+        if print_only:
+            return
+        raise typer.Exit(subprocess.call(command, env=env, cwd=os.fspath(root)))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _verify_champion(params, root: Path) -> None:
@@ -392,10 +420,12 @@ def _verify_champion(params, root: Path) -> None:
     from biaslab.tracking import runs as tracking
     from biaslab.config import ConfigError
 
+    import tempfile
+
     try:
         uri = tracking.resolve_tracking_uri(params.tracking, root)
-        with access.refusals(uri):
-            check = promotions.verify_champion(MlflowClient(uri), params)
+        with access.refusals(uri), tempfile.TemporaryDirectory(prefix="verify-champion-") as tmp:
+            check = promotions.verify_champion(MlflowClient(uri), params, files_to=tmp)
     except (ConfigError, access.AccessDenied) as exc:
         _fail(str(exc))
     console = _console()
@@ -405,13 +435,14 @@ def _verify_champion(params, root: Path) -> None:
     record = (f"run {check.record_run_id}: {check.record_decision} at {check.record_time}"
               + (f" by {check.record_user}" if check.record_user else "")) if check.record_run_id else "none"
     console.print(f"{check.model_name}@{promotions.CHAMPION} = version {check.version} "
-                  f"(variant {check.variant or '?'}); gate record: {record}")
+                  f"(variant {check.variant or '?'}, copied from {check.source or '?'}); gate record: {record}")
     if check.ok:
-        console.print("[green]verified:[/] the champion is a version the promotion gate approved")
+        console.print("[green]verified:[/] the champion is the promoter's copy of a version the gate approved; "
+                      "every file's sha256 recomputed matches the promoter's manifest")
         return
     for problem in check.problems:
         console.print(f"[red]FLAGGED:[/] {problem}")
-    console.print("the champion was not set by the gate; re-run `biaslab promote <variant>` as the promoter")
+    console.print("the champion is not what the gate approved; re-run `biaslab promote <variant>` as the promoter")
     raise typer.Exit(EXIT_REFUSED)
 
 

@@ -1,6 +1,7 @@
 """``biaslab serve``: the ``mlflow models serve`` command for a registered version, and how to call it.
 
-A *target* is a variant of ``params.yaml`` (its registered version: ``runs/register.json``, else the newest
+``champion`` is the champion model's version, verified file by file before it is served
+(:func:`verified_champion`). Another *target* is a variant of ``params.yaml`` (its registered version: ``runs/register.json``, else the newest
 version tagged with it), a version number, or an alias (``champion``, ``candidate``). The server runs
 in the current environment (``--env-manager local``: biaslab's loader must be importable) with
 ``MLFLOW_TRACKING_URI`` pointing at the project's store, so an overlay's pinned base resolves there.
@@ -47,6 +48,36 @@ def resolve_target(client: Any, model_name: str, target: str, variants: list[str
             f"registered model {model_name!r}; run `dvc repro register` (and `biaslab promote <variant>` for "
             "@champion)") from None
     return f"models:/{model_name}@{target}", str(mv.version)
+
+
+def verified_champion(client: Any, params: Any, workdir: str) -> tuple[str, str]:
+    """``(local directory, version)`` of the champion model's ``champion``, downloaded into ``workdir`` and
+    checked (:func:`biaslab.registry.promotions.verify_champion` with every file's hash): the bytes served
+    are the bytes just verified. Any problem is a :class:`ServeTargetError` listing them."""
+    from biaslab.registry import promotions
+
+    check = promotions.verify_champion(client, params, files_to=workdir)
+    if check.version is None:
+        raise ServeTargetError(f"no @{promotions.CHAMPION} on {check.model_name}; promote a variant first "
+                               "(`biaslab promote <variant>`, as the promoter)")
+    if not check.ok:
+        raise ServeTargetError(f"refusing to serve {check.model_name} version {check.version}: "
+                               + "; ".join(check.problems))
+    return str(check.local_dir), check.version
+
+
+def serve_target(params: Any, target: str, root: Path, workdir: str) -> tuple[str, str, str]:
+    """``(registered model, model URI or verified local directory, version)`` of ``target``."""
+    from mlflow import MlflowClient
+
+    from biaslab.registry import REGISTER_JSON
+
+    if target == "champion":
+        uri, version = verified_champion(MlflowClient(), params, workdir)
+        return params.registry.champion_model, uri, version
+    uri, version = resolve_target(MlflowClient(), params.registry.model_name, target, list(params.variants),
+                                  root / REGISTER_JSON)
+    return params.registry.model_name, uri, version
 
 
 def serve_command(model_uri: str, host: str = "127.0.0.1", port: int = 5001) -> list[str]:

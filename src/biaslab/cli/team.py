@@ -59,7 +59,7 @@ def team_setup(
     out = console()
     out.print(f"experiment {params.tracking.experiment!r} (id {resources.experiment_id}), promotions experiment "
                   f"{params.registry.promotions_experiment!r} (id {resources.promotions_experiment_id}), registered "
-                  f"model {resources.model_name!r}: present")
+                  f"model {resources.model_name!r}, champion model {resources.champion_model!r}: present")
     if user is not None:
         table = Table(title=f"user {user!r} ({'created' if created else 'existing'}), role {role}")
         for col in ("resource type", "resource", "permission"):

@@ -2,7 +2,9 @@
 
 All loaders run first; the output directory is then written through
 :func:`biaslab.atomic.atomic_dir`, so a failure anywhere leaves no partial ``data/prepared/``.
-Tables and columns: ``docs/prepared_schema.md``. ``prepare_report.json`` says, per raw file, how many
+Tables and columns: ``docs/prepared_schema.md``. The ``train/``, ``select/`` and ``test/`` folders hold the
+items of each set of the benchmarks a choice or the gate reads, ``splits.json`` records them
+(:mod:`biaslab.data.splits`, ``docs/splits.md``). ``prepare_report.json`` says, per raw file, how many
 rows were read, dropped and fixed and why; its ``tables`` section gives each table's row count.
 """
 
@@ -24,6 +26,7 @@ from biaslab.data import (
     occugender,
     rubia,
     winobias,
+    splits,
     winogender,
 )
 from biaslab.data.report import PrepareReport
@@ -68,15 +71,29 @@ def prepare(params: Params) -> dict[str, Any]:
         "occugender_spec.json": occugender.load_spec(cfg, report),
         "winobias_occupations.json": winobias.load_occupations(cfg, report),
     }
+    split_files, split_record = splits.build(tables, documents["occugender_spec.json"], cfg)
+    documents[splits.RECORD] = split_record
     for name, table in tables.items():
         report.tables[name] = table.num_rows
     result = report.to_dict()
     result["gbem_ua_split"] = {k: len(v) for k, v in documents["gbem_ua_split.json"].items()}
+    result["splits"] = {benchmark: entry["sizes"] for benchmark, entry in split_record.items()}
     result["sample"] = cfg.sample.model_dump() if cfg.sample is not None else None
     with atomic_dir(cfg.prepared_dir) as out:
         for name, table in tables.items():
             pq.write_table(table.with_format("arrow")[:], out / name)
         for name, document in documents.items():
             _write_json(out / name, document)
+        for split, files in split_files.items():
+            folder = out / split
+            folder.mkdir()
+            for name, content in files.items():
+                if name.endswith(".parquet"):
+                    content.to_parquet(folder / name, index=False)
+                else:
+                    _write_json(folder / name, content)
+            rows = {name: len(c) for name, c in files.items() if name.endswith(".parquet")}
+            params_used = {"data.gbem_ua": cfg.gbem_ua.model_dump(), "data.splits": cfg.splits.model_dump()}
+            _write_json(folder / splits.MANIFEST, splits.manifest(split, rows, params_used))
         _write_json(out / REPORT_FILE, result)
     return result

@@ -13,7 +13,9 @@ Evaluation calls :func:`load_scorer` and never asks which kind it got.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,23 @@ class LoadedModel:
     fingerprint: str
     source: str
     commit: str | None = None  # the hub commit the files came from (None: a local directory)
+
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+@contextlib.contextmanager
+def corrupt_weights_as_error(where: str | os.PathLike[str]) -> Iterator[None]:
+    """Within the block, a safetensors file that cannot be read (truncated, corrupted header) is one
+    :class:`ModelLoadError` line naming the folder, not a traceback from the Rust reader."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except SafetensorError as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise ModelLoadError(f"{where}: a safetensors file is corrupted or truncated ({first}); rebuild it "
+                             "(`dvc repro`) or download it again") from None
 
 
 def check_safe(path: Path, allow_pickle: bool) -> None:
@@ -115,15 +134,16 @@ def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, r
         kind = detect_kind(config)
     auto = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
-    model = auto.from_pretrained(
-        source,
-        revision=revision,
-        trust_remote_code=trust_remote_code,
-        use_safetensors=not allow_pickle or None,
-        dtype=torch_dtype,
-        **({"device_map": device_map} if device_map is not None else {}),
-        **({"quantization_config": quantization_config} if quantization_config is not None else {}),
-    )
+    with corrupt_weights_as_error(source):
+        model = auto.from_pretrained(
+            source,
+            revision=revision,
+            trust_remote_code=trust_remote_code,
+            use_safetensors=not allow_pickle or None,
+            dtype=torch_dtype,
+            **({"device_map": device_map} if device_map is not None else {}),
+            **({"quantization_config": quantization_config} if quantization_config is not None else {}),
+        )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
     fp = variant_dir.fingerprint_dir(source) if commit is None else f"hub:{source}@{commit}"
@@ -157,13 +177,18 @@ def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str]) -> L
 
         from biaslab.models.peft_notices import quiet_checkpointing_deprecation
 
-        with quiet_checkpointing_deprecation():
+        if not (overlay_dir / ADAPTER_WEIGHTS).is_file():  # PEFT would fall back to a pickled adapter_model.bin
+            found = sorted(p.name for p in overlay_dir.glob("adapter_model.*"))
+            raise ModelLoadError(f"{overlay_dir}: no {ADAPTER_WEIGHTS} (found {found or 'no adapter weights'}); "
+                                 "adapters load from safetensors only, never a pickled .bin")
+        with quiet_checkpointing_deprecation(), corrupt_weights_as_error(overlay_dir):
             loaded.model = PeftModel.from_pretrained(loaded.model, str(overlay_dir))
         loaded.model.eval()
     if (overlay_dir / "embedding_hook.safetensors").is_file():
         from biaslab.models.embedding_hook import attach_hook_from_dir
 
-        attach_hook_from_dir(loaded.model, loaded.tokenizer, overlay_dir)
+        with corrupt_weights_as_error(overlay_dir):
+            attach_hook_from_dir(loaded.model, loaded.tokenizer, overlay_dir)
     loaded.fingerprint = variant_dir.overlay_fingerprint(loaded.fingerprint, overlay_dir)
     loaded.source = str(overlay_dir)
     return loaded

@@ -101,6 +101,8 @@ def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[P
         return [Path(params.variant(item).model_dir), run_file("edit_embeddings", item)]
     if stage == "tune":
         return [Path(params.tune.output_dir), run_file("tune")]
+    if stage == "tune_variant":  # a variant's own study (tune_overrides)
+        return [Path(params.tune_for(item).output_dir), run_file("tune", item)]
     if stage == "finetune":
         return [Path(params.variant(item).model_dir), Path(params.lora_for(item).checkpoint_dir),
                 run_file("finetune", item), curves_dir("finetune", item)]

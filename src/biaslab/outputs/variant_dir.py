@@ -62,11 +62,16 @@ def model_files(directory: str | os.PathLike[str], *, metadata: bool = True) -> 
     return sorted(found)
 
 
-def fingerprint_dir(path: str | os.PathLike[str]) -> str:
-    """A content hash of a directory's fingerprinted model files (paths and bytes): its identity."""
+def fingerprint_dir(path: str | os.PathLike[str], *, besides: frozenset[str] = frozenset()) -> str:
+    """A content hash of a directory's fingerprinted model files (paths and bytes): its identity.
+
+    ``besides``: names of files at the top of ``path`` that are not the model's (a registered package's own
+    files around a checkpoint stored at its root), left out so the package's checkpoint hashes as its source."""
     path = Path(path)
     digest = hashlib.sha256()
     for file in model_files(path, metadata=False):
+        if file.parent == path and file.name in besides:
+            continue
         digest.update(str(file.relative_to(path)).encode())
         with file.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -25,24 +25,32 @@ Three jobs, in the order a pipeline meets them:
    pinned by version and content hash - so ``mlflow.pyfunc.load_model("models:/<name>@champion")``
    generates and scores for every kind.
 
-2. **Gate** (:func:`evaluate_gate`): each ``registry.gate`` condition compares the variant's metric
-   with the base's (rules documented on :func:`check_condition`).
+2. **Gate** (:func:`evaluate_gate`): paired statistics of (variant − base) on the same test items, from both
+   variants' per-item predictions (:mod:`~biaslab.registry.gate`, docs/gate.md).
 
-3. **Promote** (:func:`promote`): pass -> alias ``champion``; either way the decision and its evidence
-   are written as a run of the promotions experiment (:mod:`biaslab.registry.promotions`: the record
-   ``biaslab promote --verify`` checks the champion against) and as ``promotion.*`` tags on the version.
-   Aliases only - the stages API is deprecated.
+3. **Promote** (:func:`promote`): the gate reads the evaluate runs named by the version's registering run
+   (:class:`~biaslab.registry.evidence.RunEvidence`) and recomputes the version's file hashes; either way
+   the decision is a run of the promotions experiment (:mod:`biaslab.registry.promotions`); a pass copies
+   the verified files into that run and registers the copy in ``registry.champion_model`` with alias
+   ``champion`` (:mod:`biaslab.registry.champion`, docs/champion.md). Aliases only - the stages API is
+   deprecated.
 
 ``mlflow`` is imported inside functions, so importing this module (e.g. for ``biaslab --help``) is cheap.
 
 One module per job: :mod:`~biaslab.registry.sources` (what a variant is, its content hash),
 :mod:`~biaslab.registry.package` (the uploaded directory and its verification),
-:mod:`~biaslab.registry.register`, :mod:`~biaslab.registry.gate` (pure), :mod:`~biaslab.registry.promote`.
+:mod:`~biaslab.registry.register` (with :mod:`~biaslab.registry.claims`: one version per content under a race),
+:mod:`~biaslab.registry.gate` (pure; its paired rules in :mod:`~biaslab.registry.paired_rules`, the point-estimate rules in
+:mod:`~biaslab.registry.point_gate`), :mod:`~biaslab.registry.evidence`, :mod:`~biaslab.registry.promote`,
+:mod:`~biaslab.registry.champion` (the copy), :mod:`~biaslab.registry.promotions` (the record and its check).
 """
 
 from biaslab.outputs.metrics_file import VariantMetrics
 from biaslab.registry.errors import RegistryError
-from biaslab.registry.gate import ConditionResult, check_condition, evaluate_gate
+from biaslab.registry.gate import (
+    ConditionResult, GateVerdict, RuleResult, check_condition, evaluate_gate, evaluate_gate_for,
+    evaluate_gate_on_metrics, gate_conditions,
+)
 from biaslab.registry.package import file_manifest
 from biaslab.registry.promote import CHAMPION, PromotionDecision, find_variant_version, promote
 from biaslab.registry.register import (
@@ -52,7 +60,8 @@ from biaslab.registry.sources import VariantSource, resolve_variant
 
 __all__ = [
     "CANDIDATE", "CHAMPION", "FLAVORS", "REGISTER_JSON", "ConditionResult", "PromotionDecision", "RegisteredVersion",
-    "RegistryError", "VariantMetrics", "VariantSource", "check_condition", "evaluate_gate", "file_manifest",
+    "GateVerdict", "RegistryError", "RuleResult", "VariantMetrics", "VariantSource", "check_condition", "evaluate_gate",
+    "evaluate_gate_for", "evaluate_gate_on_metrics", "file_manifest", "gate_conditions",
     "find_variant_version", "promote", "register_variants", "resolve_variant", "skipped_variants",
     "write_register_json",
 ]

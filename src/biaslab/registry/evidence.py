@@ -6,7 +6,7 @@ the base's. Where that evidence comes from is this module's business, behind one
 * :class:`LocalEvidence` - the evaluate stage's files in a workspace (``metrics/<v>.json``,
   ``data/predictions/<v>/<benchmark>__<table>.parquet``): what ``biaslab summary`` and a single-user
   ``biaslab promote`` read;
-* a server-side reader (the evaluate run of each variant, found by the run id recorded at registration)
+* :class:`RunEvidence` - the evaluate run of each variant on the tracking server, found by the run id recorded at registration,
   implements the same protocol, so on a team server the gate never reads a file or tag a worker could edit.
 
 ``source`` says exactly what was read (file digests, or run ids), so a promotion can record its inputs.
@@ -14,10 +14,9 @@ the base's. Where that evidence comes from is this module's business, behind one
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from biaslab.outputs import metrics_file, paths
 
@@ -41,11 +40,9 @@ class GateEvidence(Protocol):
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from biaslab.serving.manifest import sha256_file
+
+    return sha256_file(path)
 
 
 class LocalEvidence:
@@ -67,3 +64,87 @@ class LocalEvidence:
         files = [self.root / paths.metrics_file(variant),
                  *sorted((self.root / paths.predictions_dir(variant)).glob("*.parquet"))]
         return {p.relative_to(self.root).as_posix(): _sha256(p) for p in files if p.is_file()}
+
+
+class RunEvidence:
+    """The evaluate runs on the tracking server: ``run_ids`` maps variant -> the evaluate run recorded at
+    registration (a param of the version's registering run, which nobody can change afterwards).
+
+    Reads the run's ``metrics.json`` artifact (every metric's record: value, CI, direction, ideal) and its
+    ``predictions/*.json`` tables, never a tag or a workspace file; ``source`` gives the run id and the sha256
+    of each artifact as read, so a promotion records exactly which bytes its gate saw.
+    """
+
+    METRICS = "metrics.json"  # biaslab.tracking.runs.METRICS_ARTIFACT
+    PREDICTIONS = "predictions"
+
+    def __init__(self, client: Any, run_ids: dict[str, str], workdir: str | os.PathLike[str] | None = None) -> None:
+        """``workdir``: where the artifacts are downloaded (the caller removes it); default a new temporary folder."""
+        self.client, self.run_ids = client, dict(run_ids)
+        self.workdir = Path(workdir) if workdir is not None else None
+        self._read: dict[str, dict[str, str]] = {}
+        self._dirs: dict[str, Path] = {}
+        self._metrics: dict[str, VariantMetrics] = {}
+
+    def _run_id(self, variant: str) -> str:
+        run_id = self.run_ids.get(variant)
+        if not run_id:
+            from biaslab.registry.errors import RegistryError
+
+            raise RegistryError(f"variant {variant!r}: no evaluate run recorded at registration; run "
+                                f"`dvc repro evaluate@{variant} register` and promote the new version")
+        return run_id
+
+    def _download(self, variant: str, artifact: str) -> Path | None:
+        import tempfile
+
+        from mlflow.exceptions import MlflowException
+
+        run_id = self._run_id(variant)
+        if variant not in self._dirs:
+            self._dirs[variant] = (Path(tempfile.mkdtemp(prefix=f"evidence-{variant}-", dir=self.workdir)))
+        folder = self._dirs[variant]
+        try:
+            local = Path(self.client.download_artifacts(run_id, artifact, str(folder)))
+        except (MlflowException, OSError):
+            return None
+        files = [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
+        seen = self._read.setdefault(variant, {"evaluate_run_id": run_id})
+        for path in files:
+            seen[f"runs:/{run_id}/{path.relative_to(folder).as_posix()}"] = _sha256(path)
+        return local
+
+    def metrics(self, variant: str) -> VariantMetrics:
+        import json
+
+        from biaslab.outputs.metrics_file import VariantMetrics, metric_from_record
+        from biaslab.registry.errors import RegistryError
+
+        if variant in self._metrics:
+            return self._metrics[variant]
+        local = self._download(variant, self.METRICS)
+        run_id = self._run_id(variant)
+        if local is None or not local.is_file():
+            raise RegistryError(f"variant {variant!r}: evaluate run {run_id} has no {self.METRICS} artifact")
+        raw = json.loads(local.read_text(encoding="utf-8"))
+        run = self.client.get_run(run_id)
+        self._metrics[variant] = VariantMetrics(variant, {name: metric_from_record(r) for name, r in raw.items()},
+                                                model_fingerprint=run.data.tags.get("model_fingerprint"), run_id=run_id)
+        return self._metrics[variant]
+
+    def predictions(self, variant: str) -> dict[str, pd.DataFrame]:
+        import json
+
+        import pandas as pd
+
+        local = self._download(variant, self.PREDICTIONS)
+        if local is None or not local.is_dir():
+            return {}
+        tables = {}
+        for path in sorted(local.glob("*.json")):
+            body = json.loads(path.read_text(encoding="utf-8"))  # mlflow.log_table: {"columns": [...], "data": [...]}
+            tables[path.stem] = pd.DataFrame(body["data"], columns=body["columns"])
+        return tables
+
+    def source(self, variant: str) -> dict[str, str]:
+        return dict(self._read.get(variant) or {"evaluate_run_id": self._run_id(variant)})

@@ -1,157 +1,150 @@
-"""The promotion gate: each ``registry.gate`` condition of ``params.yaml`` checked against the base's
-metrics and CIs. Pure functions of two metrics files (no MLflow)."""
+"""The promotion gate: does a variant remove bias without harm, judged on the test items it was evaluated on?
+
+Every rule is a statistic of (variant − base) on the *same* items, read from both variants' per-item
+predictions through :class:`~biaslab.registry.evidence.GateEvidence` and bootstrapped in pairs
+(:mod:`biaslab.registry.paired_rules`; docs/gate.md states each rule, its tolerance and reference):
+
+* ``paired_bias_reduction`` - the distance of the bias metric from its ideal shrinks beyond the paired CI,
+  by at least ``min_share`` of the base's distance;
+* ``paired_non_inferior`` - an accuracy (higher) metric's CI low of Δ stays above −tolerance, a
+  lower-is-better one's (bits/char) CI high below +tolerance;
+* ``paired_no_spill_over`` - another family's primary bias metric does not get worse beyond its paired CI
+  (added for every ``calibrate.families`` primary by :func:`gate_conditions`);
+* ``answer_floor`` - a QA benchmark's answers do not collapse: each answer gets at least ``floor`` of the
+  variant's test items, whatever the base does.
+
+The point-estimate rules of :mod:`biaslab.registry.point_gate` are still evaluated when a project states
+them (on the metrics files). A gate with no rule, or a rule without its evidence, refuses. Pure: no MLflow.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from biaslab.config import GateCondition
-from biaslab.metrics.values import MetricValue
-from biaslab.outputs.metrics_file import VariantMetrics
+from biaslab.registry.paired_rules import PAIRED, Pairing, Refusal, RuleResult
+from biaslab.registry.point_gate import (  # noqa: F401  (re-exported: the point rules' callers import them here)
+    NOT_COMPUTED, ConditionResult, check_condition, evaluate_gate_on_metrics,
+)
 
+if TYPE_CHECKING:
+    from biaslab.config import Params
+    from biaslab.registry.evidence import GateEvidence
 
-NOT_COMPUTED = ("metric computed for neither the variant nor the base (a benchmark this model skips, e.g. GBEM-UA "
-                "or OccuGender for a masked LM): name metrics the model has in registry.gate")
-"""Why a condition fails whose metric this model never gets: the gate fails closed rather than pass unchecked."""
+DEFAULT_SAMPLES = 4000  # = GateBootstrap.samples: what a caller without params gets
 
 
 @dataclass
-class ConditionResult:
-    """One gate condition, evaluated: the numbers, the verdict, and why."""
+class GateVerdict:
+    """The gate's decision on one variant: every rule's row; approved only if there are rows and all pass."""
 
-    metric: str
-    rule: str
-    tolerance: float
-    variant_value: float | None
-    variant_ci: tuple[float, float] | None
-    base_value: float | None
-    base_ci: tuple[float, float] | None
-    direction: str | None
-    passed: bool
-    reason: str
-    min_share: float = 0.0  # better_than_base_beyond_ci: the share of the base's distance it must also remove
+    variant: str
+    base: str
+    rows: list[RuleResult]
+    samples: int
+    seed: int
+    confidence: float
+    source: dict[str, dict[str, str]] = field(default_factory=dict)  # variant -> what was read (sha256 or run id)
 
     @property
-    def threshold(self) -> str:
-        """What the rule asks of the variant, in a few words (the ``biaslab promote`` table's column)."""
-        if self.rule == "better_than_base_beyond_ci":
-            return f"CIs apart, >= {self.min_share:.0%} removed" if self.min_share else "CIs apart"
-        if self.rule == "not_worse_than_base_minus":
-            return f"tolerance {self.tolerance:g}"
-        return f"{'<=' if self.rule == 'at_most' else '>='} {self.tolerance:g}"
+    def passed(self) -> bool:
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+    @property
+    def failed(self) -> list[RuleResult]:
+        return [r for r in self.rows if not r.passed]
 
 
-def _ci(mv: MetricValue) -> tuple[float, float] | None:
-    if mv.ci_low is None or mv.ci_high is None or not (math.isfinite(mv.ci_low) and math.isfinite(mv.ci_high)):
-        return None
-    return (float(mv.ci_low), float(mv.ci_high))
+def evaluate_gate(conditions: list[GateCondition], evidence: GateEvidence, variant: str, base: str = "base", *,
+                  statistics: Mapping[str, tuple[str, Any]] | None = None, seed: int = 0,
+                  samples: int = DEFAULT_SAMPLES, confidence: float = 0.95) -> GateVerdict:
+    """Every rule of ``conditions`` for ``variant`` against ``base`` on ``evidence``.
 
-
-def _distance_interval(ci: tuple[float, float], ideal: float) -> tuple[float, float]:
-    """The interval of |x - ideal| for x in ``ci``: [0, far] when ``ideal`` lies inside the CI."""
-    lo, hi = ci
-    near, far = sorted((abs(lo - ideal), abs(hi - ideal)))
-    return (0.0, far) if lo <= ideal <= hi else (near, far)
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4g}"
-
-
-def check_condition(cond: GateCondition, variant: MetricValue | None, base: MetricValue | None) -> ConditionResult:
-    """Evaluate one condition. Rules (``t`` = ``tolerance``, ``v`` variant, ``b`` base):
-
-    * ``better_than_base_beyond_ci`` - better in the metric's direction *and* the CIs are disjoint by
-      more than ``t``: ``higher``: v.ci_low - b.ci_high > t; ``lower``: b.ci_low - v.ci_high > t;
-      ``target``: with d(CI) the interval of |x - ideal| over the CI (``[0, far]`` if the CI contains
-      the ideal), b.d_low - v.d_high > t. Fails when either CI is missing.
-      With ``min_share`` > 0 the variant must also remove at least that share of the base's distance
-      from the ideal, ``1 - |v - ideal| / |b - ideal|`` (point estimates; ideal 0 for a ``lower`` metric
-      without one; a ``higher`` metric has no distance to share and fails closed): CIs apart says the change
-      is real, the share says it is large enough to call the variant debiased.
-    * ``not_worse_than_base_minus`` - ``higher``: v >= b - t; ``lower``: v <= b + t;
-      ``target``: |v - ideal| <= |b - ideal| + t.
-    * ``at_most`` / ``at_least`` - v <= t / v >= t (``tolerance`` is the threshold; no base needed).
+    ``statistics``: ``{metric: (benchmark, ItemStatistic)}`` (:func:`biaslab.benchmarks.registry.item_statistics_of`
+    with the project's benchmarks); ``None`` looks each metric up in its benchmark's default module.
+    ``seed``/``samples``/``confidence``: the paired bootstrap of every rule.
     """
-    rule, t = cond.rule, cond.tolerance
+    from biaslab.benchmarks.registry import item_statistics_of
 
-    def result(passed: bool, reason: str) -> ConditionResult:
-        return ConditionResult(
-            metric=cond.metric, rule=rule, tolerance=t, min_share=cond.min_share,
-            variant_value=variant.value if variant else None, variant_ci=_ci(variant) if variant else None,
-            base_value=base.value if base else None, base_ci=_ci(base) if base else None,
-            direction=variant.direction if variant else (base.direction if base else None),
-            passed=passed, reason=reason,
-        )
-
-    if variant is None and base is None:  # fails closed: a promotion needs evidence
-        return result(False, NOT_COMPUTED)
-    if variant is None or not math.isfinite(variant.value):
-        return result(False, "metric missing or not computed for the variant")
-    v = variant.value
-    if rule == "at_most":
-        return result(v <= t, f"{_fmt(v)} {'<=' if v <= t else '>'} {_fmt(t)}")
-    if rule == "at_least":
-        return result(v >= t, f"{_fmt(v)} {'>=' if v >= t else '<'} {_fmt(t)}")
-    if base is None or not math.isfinite(base.value):
-        return result(False, "metric missing or not computed for the base")
-    b, direction = base.value, variant.direction
-    declared_ideal = variant.ideal if variant.ideal is not None else base.ideal
-    ideal = declared_ideal if declared_ideal is not None else 0.0
-
-    if rule == "not_worse_than_base_minus":
-        if direction == "higher":
-            ok, why = v >= b - t, f"{_fmt(v)} vs base - tol = {_fmt(b - t)} (higher is better)"
-        elif direction == "lower":
-            ok, why = v <= b + t, f"{_fmt(v)} vs base + tol = {_fmt(b + t)} (lower is better)"
+    verdict = GateVerdict(variant, base, [], samples, seed, confidence)
+    if not conditions:
+        verdict.rows.append(RuleResult("-", "gate_defined", "at least one rule", False,
+                                       "registry.gate in params.yaml is empty; refusing to promote without a gate"))
+        return verdict
+    if statistics is None:
+        statistics = item_statistics_of(None, [c.metric for c in conditions if c.rule in PAIRED])
+    metrics, missing = {}, {}
+    for name in dict.fromkeys((variant, base)):
+        try:
+            metrics[name] = evidence.metrics(name)
+            verdict.source[name] = dict(evidence.source(name))
+        except (OSError, ValueError) as exc:  # BiaslabError subclasses of both: missing or malformed evidence
+            missing[name] = f"no metrics for {name}: {exc}"
+    if missing:
+        verdict.rows += [RuleResult(c.metric, c.rule, "evidence", False, "; ".join(missing.values()))
+                         for c in conditions]
+        return verdict
+    pairing = Pairing(variant, base, {n: m.metrics for n, m in metrics.items()}, _tables(evidence), statistics,
+                      samples, seed, confidence)
+    for cond in conditions:
+        if cond.rule in PAIRED:
+            verdict.rows.append(PAIRED[cond.rule](cond, pairing))
         else:
-            dv, db = abs(v - ideal), abs(b - ideal)
-            ok, why = dv <= db + t, f"|v-ideal| = {_fmt(dv)} vs |base-ideal| + tol = {_fmt(db + t)}"
-        return result(ok, ("ok: " if ok else "worse than allowed: ") + why)
-
-    # better_than_base_beyond_ci
-    vci, bci = _ci(variant), _ci(base)
-    if vci is None or bci is None:
-        return result(False, "no confidence interval for the " + ("variant" if vci is None else "base")
-                      + "; cannot claim an improvement beyond the CI")
-    if direction == "higher":
-        gap, how = vci[0] - bci[1], f"variant ci_low {_fmt(vci[0])} vs base ci_high {_fmt(bci[1])}"
-    elif direction == "lower":
-        gap, how = bci[0] - vci[1], f"variant ci_high {_fmt(vci[1])} vs base ci_low {_fmt(bci[0])}"
-    else:
-        dv, db = _distance_interval(vci, ideal), _distance_interval(bci, ideal)
-        gap = db[0] - dv[1]
-        how = f"variant |x-{ideal:g}| <= {_fmt(dv[1])} vs base |x-{ideal:g}| >= {_fmt(db[0])}"
-    if gap > t:
-        if cond.min_share:
-            return _with_min_share(cond.min_share, v, b, direction, declared_ideal, how, result)
-        return result(True, f"better beyond CI: {how}")
-    if (direction == "higher" and v <= b) or (direction == "lower" and v >= b) or (
-        direction == "target" and abs(v - ideal) >= abs(b - ideal)
-    ):
-        return result(False, f"not better than base ({_fmt(v)} vs {_fmt(b)}, {direction} is better)")
-    return result(False, f"CIs overlap: {how}" + (f" (margin {_fmt(t)} required)" if t else ""))
+            point = check_condition(cond, metrics[variant].metrics.get(cond.metric),
+                                    metrics[base].metrics.get(cond.metric))
+            verdict.rows.append(RuleResult(cond.metric, cond.rule, f"{point.threshold} (point estimates, not paired)",
+                                           point.passed, point.reason,
+                                           variant_value=point.variant_value, base_value=point.base_value))
+    return verdict
 
 
-def evaluate_gate(conditions: list[GateCondition], variant: VariantMetrics,
-                  base: VariantMetrics) -> list[ConditionResult]:
-    """Every condition of ``registry.gate`` for ``variant`` against ``base``."""
-    return [check_condition(c, variant.metrics.get(c.metric), base.metrics.get(c.metric)) for c in conditions]
+def _tables(evidence: GateEvidence):
+    """Each variant's prediction tables, read once; unreadable evidence becomes a refusal naming it."""
+    cache: dict[str, Any] = {}
+
+    def tables(name: str) -> Mapping[str, Any]:
+        if name not in cache:
+            try:
+                cache[name] = evidence.predictions(name)
+            except (OSError, ValueError) as exc:
+                cache[name] = Refusal(f"predictions of {name} unreadable: {exc}")
+        if isinstance(cache[name], Refusal):
+            raise cache[name]
+        return cache[name]
+
+    return tables
 
 
-def _with_min_share(min_share: float, v: float, b: float, direction: str | None, ideal: float | None,
-                    how: str, result) -> ConditionResult:
-    """The ``min_share`` part of ``better_than_base_beyond_ci``, once the CIs are apart."""
-    if ideal is None and direction == "lower":
-        ideal = 0.0
-    if ideal is None:
-        return result(False, f"better beyond CI ({how}), but min_share needs a metric with an ideal value "
-                             f"(direction target, or lower with ideal 0); this one is {direction}")
-    base_distance = abs(b - ideal)
-    share = 1.0 - abs(v - ideal) / base_distance if base_distance > 0 else 0.0
-    verdict = (f"removes {share:.0%} of the base's distance from the ideal {ideal:g} "
-               f"({_fmt(base_distance)} -> {_fmt(abs(v - ideal))}), at least {min_share:.0%} required")
-    if share >= min_share:
-        return result(True, f"better beyond CI: {how}; {verdict}")
-    return result(False, f"too small a change: {verdict} (CIs apart: {how})")
+def gate_conditions(params: Params) -> list[GateCondition]:
+    """``registry.gate``, plus (``registry.spill_over``) a ``paired_no_spill_over`` rule for the primary metric
+    - the first of each ``calibrate.families`` entry - of every enabled family no bias rule names."""
+    conditions = list(params.registry.gate)
+    if not params.registry.spill_over or not conditions:
+        return conditions
+    named = {c.metric for c in conditions if c.rule in ("paired_bias_reduction", "paired_no_spill_over")}
+    for family, metrics in params.calibrate.families.items():
+        primary = next(iter(metrics), None)
+        entry = params.evaluation.benchmarks.get(primary.split("/", 1)[0]) if primary else None
+        if primary and primary not in named and entry is not None and entry.enabled:
+            conditions.append(GateCondition(metric=primary, rule="paired_no_spill_over",
+                                            reference=f"primary metric of calibrate.families.{family}"))
+    return conditions
+
+
+def evaluate_gate_for(params: Params, evidence: GateEvidence, variant: str, base: str = "base", *,
+                      seed: int | None = None) -> GateVerdict:
+    """The project's gate (:func:`gate_conditions`, ``registry.bootstrap``, its benchmarks' item statistics);
+    ``seed`` overrides ``registry.bootstrap.seed`` (bench/gate_seeds.py)."""
+    from biaslab.benchmarks.registry import item_statistics_of
+
+    conditions = gate_conditions(params)
+    boot = params.registry.bootstrap
+    statistics = item_statistics_of(params.evaluation.benchmarks, [c.metric for c in conditions if c.rule in PAIRED])
+    return evaluate_gate(conditions, evidence, variant, base, statistics=statistics,
+                         seed=boot.seed if seed is None else seed, samples=boot.samples, confidence=boot.confidence)
+
+
+__all__ = ["ConditionResult", "GateVerdict", "RuleResult", "check_condition", "evaluate_gate", "evaluate_gate_for",
+           "evaluate_gate_on_metrics", "gate_conditions"]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import shutil
 import tempfile
@@ -23,11 +22,9 @@ _PIP_PACKAGES = ("transformers", "torch", "tokenizers", "safetensors")
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    from biaslab.serving.manifest import sha256_file
+
+    return sha256_file(path)
 
 
 def file_manifest(directory: Path) -> dict[str, tuple[int, str]]:

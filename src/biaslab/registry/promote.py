@@ -1,25 +1,42 @@
-"""Promotion: gate a variant against the base; alias ``champion`` on a pass; the decision and its
-evidence as a run of the promotions experiment (:mod:`biaslab.registry.promotions`: the record ``biaslab promote
---verify`` checks the champion against) and as ``promotion.*`` tags on the version, either way (aliases
-only: the stages API is deprecated)."""
+"""Promotion: gate a registered version against the base on the server's evidence; on a pass, copy its
+files into the champion model (:mod:`biaslab.registry.champion`); record the decision either way.
+
+What the gate trusts, and why (a worker can edit tags, artifacts of its runs and its workspace files; it
+cannot change a logged param, nor write where only promoters write):
+
+* **which version**: the number in ``runs/register.json`` or given explicitly (``--version``), never "the
+  newest version tagged ``variant=…``";
+* **what the version is**: the params of the run that registered it (``variant``, ``content_hash``,
+  ``manifest_sha256``, ``model_fingerprint``, ``evaluate_run_id``), which MLflow never lets anyone change;
+  the version's files must be under that run's artifacts and match the manifest whose hash it logged
+  (every file's sha256 recomputed);
+* **its evidence**: :class:`~biaslab.registry.evidence.RunEvidence` of the evaluate runs those params name
+  (for the variant and for the base), checked to be of the same model fingerprint.
+
+The decision is a run of the promotions experiment (:mod:`biaslab.registry.promotions`); an approval
+copies the verified files there and registers them as a version of ``registry.champion_model`` with alias
+``champion``. ``promotion.*`` tags on the candidate version are for the registry page only.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+import tempfile
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from biaslab.config import ConfigError, Params
-from biaslab.outputs import metrics_file, run_file
+from biaslab.outputs import run_file
 from biaslab.registry.errors import RegistryError
-from biaslab.registry.gate import ConditionResult, evaluate_gate
+from biaslab.registry.gate import RuleResult, evaluate_gate_for
 from biaslab.registry.register import REGISTER_JSON, _client
 
 
 CHAMPION = "champion"
+REGISTRATION_PARAMS = ("variant", "kind", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id")
 
 
 @dataclass
@@ -28,9 +45,12 @@ class PromotionDecision:
     model_name: str
     version: str
     approved: bool
-    results: list[ConditionResult]
+    results: list[RuleResult]
     timestamp: str
     record_run_id: str | None = None  # the run of the promotions experiment holding this decision
+    champion_version: str | None = None  # the version of registry.champion_model holding the copy
+    gate_inputs: dict[str, dict[str, str]] = field(default_factory=dict)  # variant -> evidence.source(variant)
+    tag_problem: str | None = None  # why the candidate's promotion.* tags could not be written
 
     @property
     def reasons(self) -> list[str]:
@@ -38,7 +58,9 @@ class PromotionDecision:
 
 
 def find_variant_version(client: Any, model_name: str, variant: str, register_json: Path | None = None) -> Any:
-    """The registered version of ``variant``: from ``runs/register.json`` if present, else the newest tagged one."""
+    """The registered version of ``variant``: from ``runs/register.json`` if present, else the newest tagged one.
+
+    For ``biaslab serve <variant>`` (a candidate, to try it); promotion uses :func:`registered_version`."""
     from mlflow.exceptions import MlflowException
 
     if register_json is not None:
@@ -65,56 +87,159 @@ def find_variant_version(client: Any, model_name: str, variant: str, register_js
     return max(found, key=lambda mv: int(mv.version))
 
 
+def registered_version(client: Any, model_name: str, variant: str, register_json: Path,
+                       version: str | None = None) -> tuple[Any, dict[str, str]]:
+    """``(model version, its registration params)`` of ``variant``: the version ``runs/register.json`` (or
+    ``version``) names, checked against the params of the run that registered it."""
+    from mlflow.exceptions import MlflowException
+
+    if version is None:
+        reason = run_file.registered_skips(register_json).get(variant)
+        if reason is not None:
+            raise RegistryError(f"variant {variant!r} was not registered ({register_json}): {reason}")
+        version = run_file.registered_versions(register_json).get(variant)
+    if version is None:
+        raise RegistryError(f"no version of variant {variant!r} named: {register_json} does not list it; pull the "
+                            "register stage's outputs (`dvc pull`) or name the version (`--version N`/`--base-version N`)")
+    try:
+        mv = client.get_model_version(model_name, str(version))
+    except MlflowException as exc:
+        from biaslab.tracking import access
+
+        if access.is_refusal(exc):
+            raise
+        raise RegistryError(f"registered model {model_name!r} has no version {version} (variant {variant!r})") from None
+    where = f"{model_name} version {mv.version}"
+    run = client.get_run(mv.run_id) if mv.run_id else None
+    params = {k: (run.data.params.get(k) if run else None) for k in REGISTRATION_PARAMS}
+    if run is None or not params["manifest_sha256"] or not params["content_hash"]:
+        raise RegistryError(f"{where} was not created by the register stage (its run {mv.run_id or '(none)'} has no "
+                            "registration params); refusing to promote it - register with `dvc repro register`")
+    if params["variant"] != variant:
+        raise RegistryError(f"{where} was registered for variant {params['variant']!r}, not {variant!r} (its run's "
+                            f"param; the tag says {mv.tags.get('variant')!r}); refusing to promote it")
+    prefix = run.info.artifact_uri.rstrip("/") + "/"
+    if not (mv.source or "").startswith(prefix):
+        raise RegistryError(f"{where}: its files ({mv.source}) are not under the artifacts of the run that registered "
+                            f"it ({run.info.artifact_uri}); refusing to promote it")
+    return mv, {k: v or "" for k, v in params.items()}
+
+
+def _gate(params: Params, evidence: Any, variant: str, base: str = "base") -> list[RuleResult]:
+    """The project's gate (:func:`biaslab.registry.gate.evaluate_gate_for`: paired rules) on ``evidence``."""
+    return list(evaluate_gate_for(params, evidence, variant, base).rows)
+
+
+def _failed(metric: str, rule: str, reason: str) -> RuleResult:
+    return RuleResult(metric, rule, "the evaluated and registered bytes", False, reason)
+
+
+def checkpoint_fingerprint(package: Path) -> str:
+    """The model fingerprint (:func:`biaslab.outputs.variant_dir.fingerprint_dir`) of a full version's checkpoint
+    in ``package``: the identity its evaluate run recorded, recomputed from the files themselves (a checkpoint
+    at the package root hashes without the package's own files around it)."""
+    from biaslab.outputs.variant_dir import fingerprint_dir
+    from biaslab.serving.base import checkpoint_dir
+    from biaslab.serving.manifest import MANIFEST_FILE, MLFLOW_LOAD_FILES
+    from biaslab.serving.package import MLFLOW_FILES
+
+    checkpoint = checkpoint_dir(Path(package))
+    packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
+    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
+
+
+def _evaluated_bytes(package: Path, reg: dict[str, str], evaluated_fp: str | None) -> list[RuleResult]:
+    """A full model's checkpoint, fingerprinted again from the downloaded files, must be the model its evaluate
+    run measured: the registering run's params are the registrant's word, the files are not."""
+    if reg["kind"] != "full":
+        return []  # an overlay's or prompt's identity includes its base: bound by the params (docs/champion.md)
+    found = checkpoint_fingerprint(package)
+    if found == evaluated_fp:
+        return []
+    return [_failed("files", "evaluated_bytes", f"the version's checkpoint has fingerprint {found}, its evaluate run "
+                                                f"{reg['evaluate_run_id']} measured {evaluated_fp}: not the evaluated "
+                                                "weights")]
+
+
+def download_version(client: Any, mv: Any, run: Any, dst: str | os.PathLike[str]) -> Path:
+    """The version's files (under its run's artifacts) downloaded into ``dst``."""
+    artifact_path = mv.source[len(run.info.artifact_uri.rstrip("/")) + 1:]
+    return Path(client.download_artifacts(mv.run_id, artifact_path, str(dst)))
+
+
 def promote(
     params: Params,
     variant: str,
     root: str | os.PathLike[str] = ".",
     *,
-    metrics_dir: str = "metrics",
     base_variant: str = "base",
     register_json: str | os.PathLike[str] = REGISTER_JSON,
+    version: str | None = None,
+    base_version: str | None = None,
 ) -> PromotionDecision:
-    """Gate ``variant`` against ``base_variant``; alias ``champion`` if it passes; tag the decision either way."""
+    """Gate ``variant`` against ``base_variant``; copy it to the champion model if it passes; record either way."""
+    from biaslab.tracking import access
+
     params.variant(variant)  # unknown variant -> ConfigError listing the known ones
     if base_variant not in params.variants:
         known = ", ".join(params.variants)
         raise ConfigError(f"base variant {base_variant!r} is not in params.yaml variants ({known})")
-    root = Path(root)
-    vm = metrics_file.read(root / metrics_dir / f"{variant}.json", variant)
-    bm = metrics_file.read(root / metrics_dir / f"{base_variant}.json", base_variant)
+    register_json = Path(root) / register_json
     model_name = params.registry.model_name
     client = _client()
-    mv = find_variant_version(client, model_name, variant, root / register_json)
-
-    results = evaluate_gate(list(params.registry.gate), vm, bm)
-    registered_fp = mv.tags.get("model_fingerprint")
-    if vm.model_fingerprint and registered_fp and vm.model_fingerprint != registered_fp:
-        results.append(ConditionResult(
-            "model_fingerprint", "evidence_matches_version", 0.0, None, None, None, None, None, False,
-            f"metrics/{variant}.json is for model {vm.model_fingerprint}, version {mv.version} holds "
-            f"{registered_fp}; re-run `dvc repro`",
-        ))
-    if not params.registry.gate:
-        results.append(ConditionResult("-", "gate_defined", 0.0, None, None, None, None, None, False,
-                                       "registry.gate in params.yaml is empty; refusing to promote without a gate"))
-    approved = all(r.passed for r in results)
-    decision = PromotionDecision(variant, model_name, str(mv.version), approved, results,
-                                 datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    # the gate's record first (a run of the promotions experiment, where only promoters write: the
-    # evidence `biaslab promote --verify` checks the champion against), then the version's tags, then the alias
-    from biaslab.tracking import access
-    from biaslab.registry import promotions
-
-    decision.record_run_id = promotions.write_record(client, params, decision, mv)
     with access.naming(registered_model=model_name), access.refusals():
-        record_decision(client, decision)
-        if approved:
-            client.set_registered_model_alias(model_name, CHAMPION, decision.version)
+        mv, reg = registered_version(client, model_name, variant, register_json, version)
+        _, base_reg = registered_version(client, model_name, base_variant, register_json, base_version)
+    with tempfile.TemporaryDirectory(prefix=f"promote-{variant}-") as tmp:
+        decision = _decide(client, params, variant, base_variant, mv, reg, base_reg, Path(tmp))
+    try:
+        with access.naming(registered_model=model_name), access.refusals():
+            record_decision(client, decision)
+    except access.AccessDenied as exc:  # cosmetic tags; the record is the decision. A promoter without EDIT on
+        # the candidates it was granted: someone else recreated the model (renamed the granted one away)
+        decision.tag_problem = f"the decision's promotion.* tags were not written: {exc}"
+    return decision
+
+
+def _decide(client: Any, params: Params, variant: str, base_variant: str, mv: Any, reg: dict[str, str],
+            base_reg: dict[str, str], tmp: Path) -> PromotionDecision:
+    """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
+    from biaslab.registry import champion, promotions
+    from biaslab.registry.evidence import RunEvidence
+    from biaslab.serving.manifest import PackageIntegrityError, verify_package
+
+    evidence = RunEvidence(client, {variant: reg["evaluate_run_id"], base_variant: base_reg["evaluate_run_id"]},
+                           workdir=tmp)
+    results = _gate(params, evidence, variant, base_variant)
+    evaluated_fp = evidence.metrics(variant).model_fingerprint
+    if evaluated_fp != reg["model_fingerprint"]:
+        results.append(_failed("model_fingerprint", "evidence_matches_version",
+                               f"evaluate run {reg['evaluate_run_id']} measured model {evaluated_fp}, version "
+                               f"{mv.version} holds {reg['model_fingerprint']}; re-run `dvc repro`"))
+    (tmp / "version").mkdir()
+    package = download_version(client, mv, client.get_run(mv.run_id), tmp / "version")
+    try:
+        verify_package(package, reg["manifest_sha256"])
+    except PackageIntegrityError as exc:
+        results.append(_failed("files", "registered_bytes", str(exc)))
+    else:
+        results += _evaluated_bytes(package, reg, evaluated_fp)
+    approved = all(r.passed for r in results)
+    decision = PromotionDecision(variant, params.registry.model_name, str(mv.version), approved, results,
+                                 datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                 gate_inputs={variant: evidence.source(variant),
+                                              base_variant: evidence.source(base_variant)})
+    # the gate's record first (a run of the promotions experiment, where only promoters write), then the copy
+    # into it and the champion model's version and alias; the candidate's cosmetic tags after
+    decision.record_run_id = promotions.write_record(client, params, decision, mv)
+    if approved:
+        decision.champion_version = champion.copy_to_champion(client, params, decision, package, reg)
     return decision
 
 
 def record_decision(client: Any, decision: PromotionDecision) -> None:
-    """Write the decision and its evidence as ``promotion.*`` tags on the model version."""
+    """Write the decision and its evidence as ``promotion.*`` tags on the candidate version (for the registry
+    page; anyone with EDIT on the candidates can rewrite them, so nothing reads them as evidence)."""
     evidence = [
         {k: v for k, v in asdict(r).items() if v is not None} for r in decision.results
     ]
@@ -124,5 +249,7 @@ def record_decision(client: Any, decision: PromotionDecision) -> None:
         "promotion.timestamp": decision.timestamp,
         "promotion.evidence": json.dumps(evidence, sort_keys=True)[:5000],
     }
+    if decision.champion_version:
+        tags["promotion.champion_version"] = decision.champion_version
     for key, value in tags.items():
         client.set_model_version_tag(decision.model_name, decision.version, key, value)

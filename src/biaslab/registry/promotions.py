@@ -1,24 +1,27 @@
-"""The record of the promotion gate, and the check that the current ``champion`` has one.
+"""The record of the promotion gate, and the check that the current ``champion`` is what the gate approved.
 
-MLflow has no permission per alias: whoever may create versions of the registered model (EDIT) may also
-move ``champion``, and an alias keeps no author or history (:mod:`biaslab.tracking.team`). So ``biaslab promote``
-writes every decision as a run of its own in the *promotions experiment* (``registry.
-promotions_experiment``), where on a team server only promoters may write, and :func:`verify_champion`
-checks the champion against those records:
+``biaslab promote`` writes every decision as a run of its own in the *promotions experiment*
+(``registry.promotions_experiment``), where on a team server only promoters may write; an approval also
+copies the version's files into that run and registers the copy as a version of ``registry.
+champion_model`` (:mod:`biaslab.registry.champion`), which workers may only read. :func:`verify_champion`
+checks the champion model's ``champion``:
 
-* the champion's version has an ``approved`` record (a champion set by hand has none);
-* the newest record for that version approves it (a later refusal means the gate no longer passes it);
-* the record's ``content_hash`` and ``model_fingerprint`` are the version's (a record of other bytes does
-  not approve these).
+* its version was created from a gate record (its run is an ``approved`` record of the promotions
+  experiment, its files are that record's copy);
+* the newest record for the candidate version it came from still approves it (a later refusal means the
+  gate no longer passes it);
+* with ``files_to``: every file, downloaded and hashed again, is the one in the promoter's manifest, and
+  that manifest is the one whose sha256 the record logged as a param (MLflow never changes a logged param).
 
 Version tags (``promotion.*``) are written too, for the registry page, but they are not evidence: anyone
-with EDIT on the model can write them. ``mlflow`` is imported inside functions.
+with EDIT on the candidates can write them. ``mlflow`` is imported inside functions.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from biaslab.config import Params
@@ -55,6 +58,7 @@ def record_tags(decision: Any, version: Any) -> dict[str, str]:
         RECORD_TAG: "1",
         f"{_PREFIX}model_name": decision.model_name,
         f"{_PREFIX}version": str(decision.version),
+        f"{_PREFIX}run_id": version.run_id or "",  # the registering run: names the bytes even after a rename
         f"{_PREFIX}variant": decision.variant,
         f"{_PREFIX}decision": "approved" if decision.approved else "refused",
         f"{_PREFIX}timestamp": decision.timestamp,
@@ -86,15 +90,17 @@ def write_record(client: Any, params: Params, decision: Any, version: Any, *, cr
 
 @dataclass
 class ChampionCheck:
-    """What :func:`verify_champion` found: the champion, its newest gate record, and the problems."""
+    """What :func:`verify_champion` found: the champion, the gate record it was copied by, and the problems."""
 
-    model_name: str
+    model_name: str  # registry.champion_model
     version: str | None  # None: no champion
     variant: str | None = None
+    source: str | None = None  # "<candidates model> version <n>": what was approved
     record_run_id: str | None = None
     record_decision: str | None = None
     record_time: str | None = None
     record_user: str | None = None
+    local_dir: Path | None = None  # with files_to: the verified files
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -102,21 +108,24 @@ class ChampionCheck:
         return self.version is not None and not self.problems
 
 
-def _records(client: Any, experiment_id: str, model_name: str, version: str) -> list[Any]:
+def _records(client: Any, experiment_id: str, model_name: str, version: str, run_id: str) -> list[Any]:
+    """The gate records of one registration (model, version and the run that registered it), newest first."""
     flt = (f"tags.`{RECORD_TAG}` = '1' and tags.`{_PREFIX}model_name` = '{model_name}' "
-           f"and tags.`{_PREFIX}version` = '{version}'")
+           f"and tags.`{_PREFIX}version` = '{version}' and tags.`{_PREFIX}run_id` = '{run_id}'")
     runs = client.search_runs([experiment_id], filter_string=flt, max_results=1000)
     return sorted(runs, key=lambda r: (r.info.start_time or 0, r.data.tags.get(f"{_PREFIX}timestamp", "")),
                   reverse=True)
 
 
-def verify_champion(client: Any, params: Params) -> ChampionCheck:
-    """Check that the ``champion`` of ``registry.model_name`` is a version the gate approved (see module doc)."""
+def verify_champion(client: Any, params: Params, *, files_to: str | Path | None = None) -> ChampionCheck:
+    """Check the ``champion`` of ``registry.champion_model`` (see the module doc); ``files_to``: also download
+    its files there and recompute every hash."""
     from mlflow.exceptions import MlflowException
 
+    from biaslab.registry.champion import ARTIFACT_PATH, champion_files
     from biaslab.tracking import access
 
-    model_name = params.registry.model_name
+    model_name = params.registry.champion_model
     with access.naming(registered_model=model_name), access.refusals():
         try:
             mv = client.get_model_version_by_alias(model_name, CHAMPION)
@@ -125,26 +134,32 @@ def verify_champion(client: Any, params: Params) -> ChampionCheck:
                 raise
             return ChampionCheck(model_name, None)
     check = ChampionCheck(model_name, str(mv.version), variant=mv.tags.get("variant"))
-    with access.naming(experiment=params.registry.promotions_experiment), access.refusals():
-        experiment_id = promotions_experiment_id(client, params.registry.promotions_experiment, create=False)
-        records = _records(client, experiment_id, model_name, check.version) if experiment_id else []
-    if not records:
-        check.problems.append(f"no gate record: version {check.version} became @{CHAMPION} without "
-                              f"`biaslab promote` (nothing in experiment {params.registry.promotions_experiment!r})")
-        return check
-    newest = records[0]
-    tags = newest.data.tags
-    check.record_run_id = newest.info.run_id
-    check.record_decision = tags.get(f"{_PREFIX}decision")
-    check.record_time = tags.get(f"{_PREFIX}timestamp")
-    check.record_user = newest.info.user_id or None
-    if check.record_decision != "approved":
-        approved_before = any(r.data.tags.get(f"{_PREFIX}decision") == "approved" for r in records[1:])
-        check.problems.append(f"the newest gate record of version {check.version} ({check.record_time}) refused it"
-                              + ("; an older one approved it" if approved_before else "; none approved it"))
-    for key in ("content_hash", "model_fingerprint"):
-        recorded, current = tags.get(f"{_PREFIX}{key}", ""), mv.tags.get(key, "")
-        if recorded != current:
-            check.problems.append(f"version {check.version}'s {key} is {current or '(none)'!r}, the gate "
-                                  f"approved {recorded or '(none)'!r}")
+    experiments = params.registry.promotions_experiment
+    with access.naming(experiment=experiments), access.refusals():
+        experiment_id = promotions_experiment_id(client, experiments, create=False)
+        try:
+            record = client.get_run(mv.run_id) if mv.run_id else None
+        except MlflowException:
+            record = None
+        tags = record.data.tags if record is not None else {}
+        if record is None or record.info.experiment_id != experiment_id or tags.get(RECORD_TAG) != "1":
+            check.problems.append(f"no gate record: version {check.version} of {model_name} was not created by "
+                                  f"`biaslab promote` (its run {mv.run_id or '(none)'} is no record of experiment "
+                                  f"{experiments!r})")
+            return check
+        check.record_run_id, check.record_user = record.info.run_id, record.info.user_id or None
+        check.record_decision, check.record_time = tags.get(f"{_PREFIX}decision"), tags.get(f"{_PREFIX}timestamp")
+        source_model, source_version = tags.get(f"{_PREFIX}model_name", ""), tags.get(f"{_PREFIX}version", "")
+        check.source = f"{source_model} version {source_version}"
+        if check.record_decision != "approved":
+            check.problems.append(f"gate record {record.info.run_id} of version {check.version} refused it")
+        newest = _records(client, experiment_id, source_model, source_version, tags.get(f"{_PREFIX}run_id", ""))[:1]
+        if newest and newest[0].info.run_id != record.info.run_id and \
+                newest[0].data.tags.get(f"{_PREFIX}decision") != "approved":
+            check.problems.append(f"the newest gate record of {check.source} ({newest[0].data.tags.get(f'{_PREFIX}timestamp')}) "
+                                  "refused it")
+    if files_to is not None:
+        with access.naming(experiment=experiments), access.refusals():
+            check.problems += champion_files(client, mv, record, files_to)
+        check.local_dir = Path(files_to) / ARTIFACT_PATH
     return check

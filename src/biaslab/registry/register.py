@@ -19,6 +19,7 @@ from biaslab.outputs import metrics_file, paths, run_file
 from biaslab.outputs.metrics_file import VariantMetrics
 from biaslab.outputs.variant_dir import fingerprint_dir, variant_skip_reason
 from biaslab.tracking.git_commit import git_commit
+from biaslab.registry import claims
 from biaslab.registry.errors import RegistryError
 from biaslab.registry.package import file_manifest, package_variant, verify_logged
 from biaslab.registry.sources import VariantSource, content_hash, data_hash, resolve_variant
@@ -38,6 +39,7 @@ class RegisteredVersion:
     reused: bool
     run_id: str | None
     source: str
+    manifest_sha256: str | None = None  # sha256 of the package's biaslab_manifest.json (a param of its run)
 
 
 def _client():
@@ -52,9 +54,13 @@ def _ensure_registered_model(client: Any, name: str) -> None:
     try:
         client.get_registered_model(name)
     except MlflowException:
-        client.create_registered_model(
-            name, description="biaslab variants: one version per (variant, content). Aliases: candidate, champion."
-        )
+        from biaslab.tracking.team import MODEL_DESCRIPTION
+
+        try:
+            client.create_registered_model(name, description=MODEL_DESCRIPTION)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":  # else another worker created it meanwhile
+                raise
 
 
 def find_version_by_content(client: Any, name: str, chash: str) -> Any | None:
@@ -155,6 +161,11 @@ def register_variants(
         }
         tags = {k: str(v) for k, v in tags.items() if v is not None}
         existing = find_version_by_content(client, model_name, chash)
+        claim = None
+        if existing is None:  # one version per content, even when two workers get here at once
+            claim = claims.claim(client, model_name, chash)
+            if not isinstance(claim, str):
+                existing, claim = claim, None
         if existing is not None:
             for key, value in tags.items():  # metrics may have been re-computed for the same content
                 if existing.tags.get(key) != value:
@@ -162,10 +173,12 @@ def register_variants(
             for key in existing.tags:  # metric tags of metrics that are no longer the gate's
                 if key.startswith(("metric.", "metric_ci.")) and key not in tags:
                     client.delete_model_version_tag(model_name, existing.version, key)
-            reg = RegisteredVersion(src.name, str(existing.version), chash, True, existing.run_id, existing.source)
+            reg = RegisteredVersion(src.name, str(existing.version), chash, True, existing.run_id, existing.source,
+                                    registered_manifest_sha256(client, existing))
         else:
-            reg = _log_and_register(client, log, model_name, src, flavor, base_ref or {}, tags, check_hashes,
-                                    serving=serving, prompt_prefix=params.variant(src.name).prompt_prefix)
+            with claims.holding(client, claim):
+                reg = _log_and_register(client, log, model_name, src, flavor, base_ref or {}, tags, check_hashes,
+                                        serving=serving, prompt_prefix=params.variant(src.name).prompt_prefix)
         result[src.name] = reg
         if src.kind == "full":
             full_by_dir[src.model_dir] = reg
@@ -188,7 +201,13 @@ def _base_reference(src: VariantSource, full_by_dir: dict[Path, RegisteredVersio
         "model_uri": f"models:/{model_name}/{base.version}" if base else None,
         "base_fingerprint": fingerprint_dir(src.base_dir) if src.base_dir.is_dir() else None,
         "content_hash": base.content_hash if base else None,
+        "manifest_sha256": base.manifest_sha256 if base else None,
     }
+
+
+def registered_manifest_sha256(client: Any, version: Any) -> str | None:
+    """The manifest hash a version's registering run logged as a param (MLflow never changes a logged param)."""
+    return client.get_run(version.run_id).data.params.get("manifest_sha256") if version.run_id else None
 
 
 def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSource, flavor: str, base_ref: dict[str, Any],
@@ -201,6 +220,7 @@ def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSou
     """
     from mlflow.store.artifact.runs_artifact_repo import RunsArtifactRepository
 
+    from biaslab.serving.manifest import write_manifest
     from biaslab.serving.package import package_servable
 
     artifact_path = f"variant_{src.name}"
@@ -210,18 +230,24 @@ def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSou
         if serving is not None:
             package_servable(package, src, flavor=flavor, base_reference=base_ref, model_name=model_name,
                              settings=serving, prompt_prefix=prompt_prefix or src.prompt_prefix)
+        manifest_sha256 = write_manifest(package, variant=src.name, content_hash=tags["content_hash"])
         manifest = file_manifest(package)
         run_tags = {"content_hash": tags["content_hash"], "model_fingerprint": tags["model_fingerprint"]}
         with log.stage_run("register", variant=src.name, nested=True, tags=run_tags) as run:
             run_id = run.info.run_id
+            # params, not tags: MLflow refuses to change a logged param, so these stay what was registered
+            # (the promotion gate reads them: which variant, which bytes, which evaluate run)
             log.log_params({"variant": src.name, "method": src.method, "kind": src.kind,
-                                 "base_model": tags.get("base_model", ""), "format": tags["format"]})
+                            "base_model": tags.get("base_model", ""), "format": tags["format"],
+                            "content_hash": tags["content_hash"], "manifest_sha256": manifest_sha256,
+                            "model_fingerprint": tags["model_fingerprint"],
+                            "evaluate_run_id": tags.get("evaluate_run_id", "")})
             log.log_artifact(package, artifact_path)
             verify_logged(client, run_id, artifact_path, manifest, check_hashes=check_hashes)
     source = RunsArtifactRepository.get_underlying_uri(f"runs:/{run_id}/{artifact_path}")
     mv = client.create_model_version(model_name, source, run_id=run_id, tags=tags,
                                      description=f"{src.name} ({src.method})")
-    return RegisteredVersion(src.name, str(mv.version), tags["content_hash"], False, run_id, source)
+    return RegisteredVersion(src.name, str(mv.version), tags["content_hash"], False, run_id, source, manifest_sha256)
 
 
 def write_register_json(result: dict[str, RegisteredVersion], model_name: str,

@@ -2,10 +2,11 @@
 
 What a person wants after a run, in ~30 lines: which model and variants, the headline metrics of each
 benchmark against the base (:mod:`biaslab.reporting.comparison`, compact: value and mark, no CI), what the
-promotion gate says about each variant, their registry versions, and where to look next. A variant whose
-mitigation did not apply (LoRA on a masked LM) is listed with its reason, outside the table and the gate. Everything
-is read from the pipeline's files (``metrics/<variant>.json``, ``runs/register.json``), so it needs no
-MLflow connection and costs nothing to print again.
+promotion gate says about each variant (paired on the stored predictions, :mod:`biaslab.registry.gate`: the
+first failing rule and why), their registry versions, and where to look next. A variant whose mitigation
+did not apply (LoRA on a masked LM) is listed with its reason, outside the table and the gate. Everything is
+read from the pipeline's files (``metrics/<variant>.json``, ``data/predictions/<variant>/``,
+``runs/register.json``), so it needs no MLflow connection; the gate's paired bootstraps take seconds.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class Summary:
 def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -> Summary:
     """Gather the summary from the pipeline's files under ``root``."""
     from biaslab.outputs import metrics_file, paths, run_file
-    from biaslab.registry import evaluate_gate
+    from biaslab.registry import evaluate_gate_for
+    from biaslab.registry.evidence import LocalEvidence
     from biaslab.reporting.report import describe_model_source
 
     root = Path(root)
@@ -64,14 +66,13 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
     if base not in loaded:
         raise FileNotFoundError(f"metrics/{base}.json not found; run `dvc repro` first")
     table = compare({n: vm.metrics for n, vm in loaded.items()}, headline_metrics(params.evaluation.benchmarks), base)
-    gate, conditions = [], list(params.registry.gate)
+    gate, conditions, evidence = [], list(params.registry.gate), LocalEvidence(root)
     for name, vm in loaded.items():
         if name == base:
             continue
-        results = evaluate_gate(conditions, vm, loaded[base])
+        verdict = evaluate_gate_for(params, evidence, name, base)
         primary = vm.metrics.get(conditions[0].metric) if conditions else None
-        gate.append(GateLine(name, bool(results) and all(r.passed for r in results),
-                             [f"{r.metric}: {r.reason}" for r in results if not r.passed],
+        gate.append(GateLine(name, verdict.passed, [f"{r.metric}: {r.reason}" for r in verdict.failed],
                              primary.distance_to_ideal() if primary is not None else float("inf")))
     versions = run_file.registered_versions(root / paths.run_file("register"))
     return Summary(describe_model_source(params), table, gate, versions,
@@ -108,7 +109,8 @@ def render(summary: Summary, console: Any) -> None:
     console.print(_compact_table(comparison))
     console.print("▲/▼ better/worse than the base beyond the 95% CIs, △/▽ within them, = same "
                   "(each metric's own direction: ↑ higher, ↓ lower, ◎ closest to the ideal).", highlight=False)
-    console.print("Promotion gate (registry.gate, vs base):", highlight=False)
+    console.print("Promotion gate (registry.gate, paired vs base on the same test items; docs/gate.md):",
+                  highlight=False)
     for g in summary.gate:
         version = summary.versions.get(g.variant)
         where = f" (version {version})" if version else ""

@@ -10,7 +10,8 @@ flavour names the base's registered version - ``registered_model``, ``version`` 
   version numbers); none -> :class:`BaseResolutionError`, never a different base.
 
 The base's files are read in place when the artifact store is a local directory (no copy of a large
-checkpoint per load) and downloaded otherwise.
+checkpoint per load) and downloaded otherwise; either way they are hashed and compared with the base's
+manifest, whose sha256 the pin records (``manifest_sha256``), before anything loads them.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def base_pin(base_reference: dict[str, Any], model_name: str, client: Any = None
             "version": str(base_reference["base_version"]),
             "content_hash": base_reference.get("content_hash"),
             "variant": base_reference.get("base_variant"),
+            "manifest_sha256": base_reference.get("manifest_sha256"),
         }
     fingerprint = base_reference.get("base_fingerprint")
     if not fingerprint:
@@ -53,8 +55,9 @@ def base_pin(base_reference: dict[str, Any], model_name: str, client: Any = None
     if not found:
         return None
     mv = max(found, key=lambda v: int(v.version))
+    manifest = client.get_run(mv.run_id).data.params.get("manifest_sha256") if mv.run_id else None
     return {"registered_model": model_name, "version": str(mv.version), "content_hash": mv.tags.get("content_hash"),
-            "variant": mv.tags.get("variant")}
+            "variant": mv.tags.get("variant"), "manifest_sha256": manifest}
 
 
 def find_base_version(client: Any, pin: dict[str, Any]) -> Any:
@@ -91,17 +94,14 @@ def _local_path(uri: str) -> Path | None:
 
 
 def checkpoint_dir(version_dir: Path) -> Path:
-    """Where the checkpoint of a full version's files is: its ``biaslab`` flavour says, else ``model/`` or the root."""
-    mlmodel = version_dir / "MLmodel"
-    if mlmodel.is_file():
-        import yaml
-
-        flavors = (yaml.safe_load(mlmodel.read_text(encoding="utf-8")) or {}).get("flavors") or {}
-        checkpoint = (flavors.get("biaslab") or {}).get("checkpoint")
-        if checkpoint:
-            return (version_dir / checkpoint).resolve()
+    """Where the checkpoint of a full version's files is, by its layout: ``model/`` (the transformers flavour)
+    or the root (a byte copy). Never a path the package's ``MLmodel`` names: that is the registrant's to write."""
+    version_dir = Path(version_dir).resolve()
     nested = version_dir / "model"
-    return nested if (nested / "config.json").is_file() else version_dir
+    checkpoint = nested if (nested / "config.json").is_file() else version_dir
+    if not checkpoint.resolve().is_relative_to(version_dir):
+        raise BaseResolutionError(f"{version_dir}: the checkpoint folder leads outside the package")
+    return checkpoint
 
 
 def resolve_base(pin: dict[str, Any], client: Any = None) -> Path:
@@ -119,6 +119,15 @@ def resolve_base(pin: dict[str, Any], client: Any = None) -> Path:
     local = _local_path(uri)
     if local is None:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    from biaslab.serving.manifest import PackageIntegrityError, verify_package
+
+    if not pin.get("manifest_sha256"):
+        raise BaseResolutionError(f"base of this version: {pin['registered_model']} version {mv.version} is pinned "
+                                  "without its manifest hash; register the variant again (`dvc repro register`)")
+    try:
+        verify_package(local, pin["manifest_sha256"])
+    except PackageIntegrityError as exc:
+        raise BaseResolutionError(f"base of this version: {pin['registered_model']} version {mv.version}: {exc}") from None
     checkpoint = checkpoint_dir(local)
     if not (checkpoint / "config.json").is_file():
         raise BaseResolutionError(f"base {pin['registered_model']} version {mv.version}: no config.json in {checkpoint}")

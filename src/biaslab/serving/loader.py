@@ -8,6 +8,12 @@ MLflow calls :func:`_load_pyfunc` with the version's local directory. The ``bias
   adapter and/or embedding hook (:func:`biaslab.models.load.apply_overlay`);
 * ``prompt``  - the pinned base version; the prefixes are applied per request by :mod:`.predictor`.
 
+Before anything is built, every file of the package is hashed and compared with its
+``biaslab_manifest.json`` (:mod:`.manifest`; an overlay's base with the manifest hash its pin records): a
+changed file refuses to load, naming it. Whether the package's code may run (``trust_remote_code``) or
+pickles may load (``allow_pickle``) is the serving host's decision (:class:`.settings.HostOptions`), never the
+package's; the checkpoint is where the layout puts it (``model/`` or the root), never a path the package names.
+
 The compute device/dtype follow ``scoring.dtype`` (and ``model.device_map``) as in evaluation (:func:`biaslab.scoring.device.resolve_placement`:
 a CUDA GPU when there is one, else the CPU in float32); the stored files are never changed.
 """
@@ -45,19 +51,24 @@ def read_flavor(path: str | Path) -> dict[str, Any]:
     return conf
 
 
-def load_served_variant(path: str | Path) -> ServedVariant:
-    """Rebuild the variant a version's directory describes (see the module docstring)."""
+def load_served_variant(path: str | Path, host: Any = None) -> ServedVariant:
+    """Rebuild the variant a version's directory describes (see the module docstring).
+
+    ``host``: the serving host's :class:`~.settings.HostOptions` (default: from the environment)."""
     from biaslab.models.load import apply_overlay, load_model, make_scorer
     from biaslab.scoring.device import resolve_placement
-    from biaslab.serving.base import resolve_base
-    from biaslab.serving.settings import ServingSettings
+    from biaslab.serving.base import checkpoint_dir, resolve_base
+    from biaslab.serving.manifest import verify_package
+    from biaslab.serving.settings import HostOptions, ServingSettings
 
     path = Path(path)
+    verify_package(path)
+    host = host or HostOptions.from_env()
     conf = read_flavor(path)
     settings = ServingSettings.from_dict(conf.get("settings") or {})
     kind = conf["kind"]
     if kind == "full":
-        checkpoint = (path / conf["checkpoint"]).resolve()
+        checkpoint = checkpoint_dir(path)
     elif kind in ("overlay", "prompt"):
         if not conf.get("base"):
             raise ServingError(f"{path}: {kind} version without a pinned base version; register its base variant "
@@ -66,8 +77,8 @@ def load_served_variant(path: str | Path) -> ServedVariant:
     else:
         raise ServingError(f"{path}: unknown variant kind {kind!r} in the biaslab flavour")
     device, dtype = resolve_placement("auto", settings.dtype)
-    loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=settings.trust_remote_code,
-                        allow_pickle=settings.allow_pickle, dtype=dtype, device_map=settings.device_map)
+    loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=host.trust_remote_code,
+                        allow_pickle=host.allow_pickle, dtype=dtype, device_map=settings.device_map)
     if kind == "overlay":
         loaded = apply_overlay(loaded, path)
     if settings.device_map is None:  # with a device map, accelerate has placed the layers already

@@ -31,8 +31,9 @@ from biaslab.serving.settings import ServingSettings
 LOADER_MODULE = "biaslab.serving.loader"
 FLAVOR = "biaslab"
 # bump when the package layout or the predict contract changes: it is part of a version's content hash,
-# so packages of an older layout are registered again instead of being reused
-FORMAT_VERSION = 1
+# so packages of an older layout are registered again instead of being reused. 2: biaslab_manifest.json in every
+# package, its hash a param of the registering run (packages of format 1 have neither and do not load)
+FORMAT_VERSION = 2
 _REQUIREMENTS = ("mlflow", "torch", "transformers", "tokenizers", "safetensors", "pandas")
 _OVERLAY_REQUIREMENTS = ("peft",)
 MLFLOW_FILES = ("MLmodel", "requirements.txt", "python_env.yaml", "conda.yaml", "input_example.json",

@@ -10,8 +10,15 @@ speed (batched == unbatched) but are kept as well.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from biaslab.errors import ConfigError
+
+TRUST_REMOTE_CODE_ENV = "BIASLAB_SERVE_TRUST_REMOTE_CODE"
+ALLOW_PICKLE_ENV = "BIASLAB_SERVE_ALLOW_PICKLE"
 
 
 @dataclass(frozen=True)
@@ -56,3 +63,38 @@ class ServingSettings:
     def cache_dir(self) -> None:
         """The scorer's on-disk cache is off when serving (``make_scorer`` reads this attribute)."""
         return None
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """What the serving host lets a package's files do: never read from the package.
+
+    A package is written by whoever registered it; its ``MLmodel`` records the settings it was evaluated with,
+    but whether its Python code runs (``trust_remote_code``) or pickle files load (``allow_pickle``) is the
+    host's decision: environment variables ``BIASLAB_SERVE_TRUST_REMOTE_CODE`` / ``BIASLAB_SERVE_ALLOW_PICKLE``
+    (``true`` or ``false``; unset = false), which ``biaslab serve`` sets from its flags or the host's
+    ``params.yaml``.
+    """
+
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "HostOptions":
+        environ = os.environ if environ is None else environ
+        return cls(trust_remote_code=_strict_flag(environ, TRUST_REMOTE_CODE_ENV),
+                   allow_pickle=_strict_flag(environ, ALLOW_PICKLE_ENV))
+
+    def env(self) -> dict[str, str]:
+        """The environment variables that say these options to a serving process."""
+        return {TRUST_REMOTE_CODE_ENV: str(self.trust_remote_code).lower(),
+                ALLOW_PICKLE_ENV: str(self.allow_pickle).lower()}
+
+
+def _strict_flag(environ: Mapping[str, str], name: str) -> bool:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return False
+    if raw not in ("true", "false"):
+        raise ConfigError(f"environment variable {name}={raw!r}: write true or false")
+    return raw == "true"

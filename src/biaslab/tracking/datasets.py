@@ -4,8 +4,8 @@ A :class:`DatasetRef` names one dataset a stage read, with
 
 * ``digest`` - the digest DVC records for it in ``dvc.lock`` (:func:`dvc_digest`: the md5 of a file, or
   for a directory the md5 of its file listing plus ``.dir``), so a run's dataset and the DVC lock entry of
-  the same data carry the same string. A *subset* of DVC-tracked data (GBEM-UA's fine-tune rows, a
-  corpus's held-out documents; :func:`subset`) gets the md5 of ``<DVC digest>:<selection>`` and records
+  the same data carry the same string. A *subset* of DVC-tracked data (a corpus's held-out
+  documents; :func:`subset`) gets the md5 of ``<DVC digest>:<selection>`` and records
   the DVC digest and the selection as tags;
 * ``source`` - where it comes from: its path as ``dvc.yaml`` names it (the data mirror, ``data/prepared``),
   or the pinned public origin (``https://github.com/<repo>/tree/<commit>``) when there is no mirror copy
@@ -237,15 +237,15 @@ def planted_text(model_dir: str | Path) -> DatasetRef | None:
 
 # --------------------------------------------------------------------------- the LoRA training data of tune and finetune
 
-def lora_training(params: Params, frame: Any, cfg: LoraConfig | None = None) -> list[DatasetRef]:
-    """The datasets a LoRA fine-tune with ``cfg`` (default: params ``lora``) reads; ``frame`` = the prepared GBEM-UA table."""
+def lora_training(params: Params, cfg: LoraConfig | None = None) -> list[DatasetRef]:
+    """The datasets a LoRA fine-tune with ``cfg`` (default: params ``lora``) reads: GBEM-UA's ``train/`` split
+    file (its fine-tune professions, when ``lora.sources`` has gbem_ua) and ``select/`` split file (validation
+    professions), each with its own DVC digest (the files ``tune`` and ``finetune`` depend on in dvc.yaml)."""
     cfg = cfg or params.lora
-    whole = prepared_file(params.data.prepared_dir, "gbem_ua.parquet", "train")
     refs = []
-    for split, context in (("finetune", "train"), ("validation", "validation")):
-        rows = frame[frame["split"] == split]
-        if len(rows) and (context == "validation" or "gbem_ua" in cfg.sources):
-            refs.append(subset(whole, f"split == {split!r}", context, frame=rows.reset_index(drop=True)))
+    for split, context in (("train", "train"), ("select", "validation")):
+        if context == "validation" or "gbem_ua" in cfg.sources:
+            refs.append(prepared_file(params.data.prepared_dir, f"{split}/gbem_ua.parquet", context, name="gbem_ua"))
     if "occupations_en" in cfg.sources:
         refs.append(english_examples(cfg.augmentation))
     return refs

@@ -22,8 +22,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from biaslab.tracking import access
+from biaslab.atomic import writer_token
+from biaslab.tracking import access, run_status
 from biaslab.config import TrackingConfig
+from biaslab.config.workspace import origin_workspace
 from biaslab.tracking.credentials import check_tracking_uri, redact
 from biaslab.metrics.values import MetricValue
 from biaslab.tracking.git_commit import git_commit  # noqa: F401  (tracking.git_commit: part of this module's API)
@@ -49,10 +51,11 @@ def _mlflow():
 
 def resolve_tracking_uri(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
     """The store to use: ``MLFLOW_TRACKING_URI`` if set, else params; a relative SQLite path resolved against
-    ``root``. A URI carrying a password is refused (credentials go in ``MLFLOW_TRACKING_USERNAME``/``PASSWORD``)."""
+    ``root`` - against the original workspace when ``root`` is a DVC experiment copy (``dvc exp run --queue``),
+    whose own store DVC would delete (:func:`biaslab.config.workspace.origin_workspace`). A URI carrying a password is refused (credentials go in ``MLFLOW_TRACKING_USERNAME``/``PASSWORD``)."""
     uri = check_tracking_uri(os.environ.get(TRACKING_URI_ENV) or cfg.tracking_uri)
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        uri = f"sqlite:///{Path(root).resolve() / uri[len('sqlite:///'):]}"
+        uri = f"sqlite:///{origin_workspace(root) / uri[len('sqlite:///'):]}"
     return uri
 
 
@@ -80,9 +83,7 @@ def configure(cfg: TrackingConfig, root: str | os.PathLike[str] = ".") -> str:
         else:
             location = None
             if not uri.startswith(("http://", "https://")):
-                artifact_root = Path(cfg.artifact_location)
-                if not artifact_root.is_absolute():
-                    artifact_root = root / artifact_root
+                artifact_root = origin_workspace(root) / cfg.artifact_location  # absolute stays absolute
                 artifact_root.mkdir(parents=True, exist_ok=True)
                 location = artifact_root.as_uri()
             try:
@@ -134,9 +135,7 @@ def ui_command(cfg: TrackingConfig, root: str | os.PathLike[str] = ".", *, host:
     uri = _mlflow().get_tracking_uri()
     if uri.startswith(("http://", "https://")):
         return None
-    artifact_root = Path(cfg.artifact_location)
-    if not artifact_root.is_absolute():
-        artifact_root = Path(root).resolve() / artifact_root
+    artifact_root = origin_workspace(root) / cfg.artifact_location
     return [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
             "--default-artifact-root", artifact_root.as_uri(), "--host", host, "--port", str(port)]
 
@@ -162,22 +161,27 @@ def stage_run(
     nested: bool = False,
     run_name: str | None = None,
 ) -> Iterator[Any]:
-    """Start a run for one stage execution; the run ends ``FAILED`` if the body raises.
+    """Start a run for one stage execution; the run ends ``FAILED`` if the body raises, ``KILLED`` on a signal.
 
+    A top-level run first ends the same stage/variant's runs left ``RUNNING`` by a killed process, and is
+    tagged with its own process so the next start can do the same for it (:mod:`biaslab.tracking.run_status`).
     A 401/403 of a tracking server, here or in the body, is raised as :class:`~biaslab.tracking.access.AccessDenied`.
 
     Yields the active ``mlflow.ActiveRun``.
     """
     mlflow = _mlflow()
-    all_tags = {"stage": stage, "variant": variant, "git_commit": git_commit(), **(tags or {})}
+    all_tags = {"stage": stage, "variant": variant, "git_commit": git_commit(),
+                run_status.WRITER_TAG: writer_token(), **(tags or {})}
     name = run_name or (f"{stage}@{variant}" if variant else stage)
+    if not nested:
+        run_status.mark_dead_runs(stage, variant)
     with access.refusals():
         run = mlflow.start_run(run_name=name, nested=nested, tags=_safe_tags(all_tags))
     try:
         yield run
     except BaseException as exc:
         with access.refusals():
-            mlflow.end_run(status="FAILED")
+            mlflow.end_run(status=run_status.end_status(exc))
         denied = access.explain(exc) if isinstance(exc, Exception) and not isinstance(exc, access.AccessDenied) \
             else None
         if denied is not None:  # a 401/403 inside the run: one line naming the resource and permission

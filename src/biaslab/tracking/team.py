@@ -6,26 +6,26 @@ Two roles, granted per resource with MLflow's own permissions (READ < USE < EDIT
 resource                ``worker`` (runs ``dvc repro``)    ``promoter`` (runs ``biaslab promote``)
 ======================  =================================  =================================
 experiment (runs)       EDIT: create runs, log to them     READ
-registered model        EDIT: create versions, tag them,   EDIT: tag the decision, set
-                        set ``candidate``                  ``champion``
-promotions experiment   READ                               EDIT: write the gate's record
+registered model        EDIT: create versions, tag them,   EDIT: tag the decision
+(candidates)            set ``candidate``
+champion model          READ                               EDIT: register the approved copy,
+                                                           set ``champion``
+promotions experiment   READ                               EDIT: write the gate's record and
+                                                           the copy of the approved files
 ======================  =================================  =================================
 
-What MLflow 3.17 enforces, read from ``mlflow/server/auth/__init__.py``: ``CreateModelVersion`` and
-``SetRegisteredModelAlias`` both need *update* (EDIT) on the registered model, and there is no
-permission per alias. So a worker able to register versions can also move ``champion``; MLflow alone
-cannot stop it. Neither can it tell who set an alias (aliases carry no author or history, a model
-version's ``user_id`` is empty and a run's is whatever the client claims). The guard is therefore
-detection: ``biaslab promote`` writes each gate decision as a run in the *promotions experiment*, where
-only promoters can write, and ``biaslab promote --verify`` (and ``biaslab variants``) flag a champion
-that no such record approves (:mod:`biaslab.registry`). What MLflow does enforce: nobody without EDIT
-writes runs or versions at all, workers cannot delete versions or the model (MANAGE), and workers cannot
-forge a gate record.
+What MLflow 3.17 enforces, read from ``mlflow/server/auth/__init__.py``: ``CreateModelVersion``,
+``SetRegisteredModelAlias`` and ``RenameRegisteredModel`` need *update* (EDIT) on the registered model,
+there is no permission per alias, and whoever creates a model gets MANAGE on it. So on the candidates
+model a worker can do anything but delete; that is why the champion lives elsewhere: ``biaslab promote``
+copies the approved files into a run of the promotions experiment and registers that copy in the champion
+model (``registry.champion_model``), both of which workers may only read - they cannot overwrite the
+files, add a version, move ``champion`` or rename the model away (:mod:`biaslab.registry.champion`).
 
-The resources are created by the admin (:func:`create_resources`) *before* any worker starts: MLflow
-gives the creator of an experiment or registered model MANAGE on it, so a worker that created the
-promotions experiment could write records into it. :func:`grant_role` replaces whatever grant the user
-had on the three resources (a creator's MANAGE included) with the role's.
+The resources are created by the admin (:func:`create_resources`) *before* any worker starts: a worker
+that created the promotions experiment or the champion model would hold MANAGE on it. :func:`grant_role`
+replaces whatever grant the user had on the four resources (a creator's MANAGE included) with the role's.
+
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from typing import Any
 from biaslab.config import ConfigError, Params
 
 WORKER, PROMOTER = "worker", "promoter"
-MODEL_DESCRIPTION = "biaslab variants: one version per (variant, content). Aliases: candidate, champion."
+MODEL_DESCRIPTION = "biaslab variants: one version per (variant, content). Alias: candidate."
+CHAMPION_DESCRIPTION = "biaslab champions: copies of approved versions, written by `biaslab promote` only. Alias: champion."
 
 
 @dataclass(frozen=True)
@@ -45,29 +46,30 @@ class Grant:
 
     resource_type: str  # MLflow's: "experiment" | "registered_model"
     resource: str  # which one: "runs" (tracking.experiment), "promotions" (registry.promotions_experiment),
-    # "model" (registry.model_name)
+    # "model" (registry.model_name), "champion" (registry.champion_model)
     permission: str  # "READ" | "EDIT" | "MANAGE"
 
 
 ROLES: dict[str, tuple[Grant, ...]] = {
     WORKER: (Grant("experiment", "runs", "EDIT"), Grant("registered_model", "model", "EDIT"),
-             Grant("experiment", "promotions", "READ")),
+             Grant("experiment", "promotions", "READ"), Grant("registered_model", "champion", "READ")),
     PROMOTER: (Grant("experiment", "runs", "READ"), Grant("registered_model", "model", "EDIT"),
-               Grant("experiment", "promotions", "EDIT")),
+               Grant("experiment", "promotions", "EDIT"), Grant("registered_model", "champion", "EDIT")),
 }
 
 
 @dataclass(frozen=True)
 class Resources:
-    """The three resources a team shares, as MLflow names them in grants (experiments by id)."""
+    """The four resources a team shares, as MLflow names them in grants (experiments by id)."""
 
     experiment_id: str
     promotions_experiment_id: str
     model_name: str
+    champion_model: str
 
     def resource_id(self, grant: Grant) -> str:
         return {"runs": self.experiment_id, "promotions": self.promotions_experiment_id,
-                "model": self.model_name}[grant.resource]
+                "model": self.model_name, "champion": self.champion_model}[grant.resource]
 
 
 def _ensure_experiment(client: Any, name: str) -> str:
@@ -78,7 +80,7 @@ def _ensure_experiment(client: Any, name: str) -> str:
 
 
 def create_resources(client: Any, params: Params) -> Resources:
-    """As the admin: the experiment, the promotions experiment and the registered model, if missing."""
+    """As the admin: the experiment, the promotions experiment, the candidates and the champion model, if missing."""
     from mlflow.exceptions import MlflowException
 
     from biaslab.tracking.runs import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
@@ -88,11 +90,13 @@ def create_resources(client: Any, params: Params) -> Resources:
     for eid in (experiment_id, promotions_id):  # the UI opens both on their runs table (model development)
         if client.get_experiment(eid).tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
             client.set_experiment_tag(eid, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-    try:
-        client.get_registered_model(params.registry.model_name)
-    except MlflowException:
-        client.create_registered_model(params.registry.model_name, description=MODEL_DESCRIPTION)
-    return Resources(experiment_id, promotions_id, params.registry.model_name)
+    for name, description in ((params.registry.model_name, MODEL_DESCRIPTION),
+                              (params.registry.champion_model, CHAMPION_DESCRIPTION)):
+        try:
+            client.get_registered_model(name)
+        except MlflowException:
+            client.create_registered_model(name, description=description)
+    return Resources(experiment_id, promotions_id, params.registry.model_name, params.registry.champion_model)
 
 
 def ensure_user(auth: Any, username: str, password: str | None) -> bool:

@@ -47,7 +47,9 @@ condition.)
   ``qa_f1``.
 
 Items (``items``): ``heldout`` (default) scores the professions no biaslab variant is fine-tuned or
-tuned on (``split == "eval"``, ~174 professions); ``all`` scores every profession of the source file
+tuned on (``split == "eval"``, ~174 professions: ``data/prepared/test/gbem_ua.parquet``; with
+``EvalContext.split == "select"`` the validation professions a choice is made on, ``select/``;
+:mod:`biaslab.data.splits`); ``all`` scores every profession of the source file
 (700 items per group of the test file, as the paper's tables) - refused for a variant trained on GBEM-UA
 professions (``EvalContext.trained_on``, the LoRA variant), whose training items it would score.
 

@@ -12,6 +12,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options,
 from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
 from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, summary_table
 from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa
+from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
 
 NEEDS = (LOGLIKELIHOOD, PAIR_PADDING)  # GENERATE too, with qa_parser: embedding
@@ -36,7 +37,7 @@ class GbemUaBenchmark:
     name = NAME
     language = "uk"
     headline = (f"{NAME}/qa_f1_man_nofem", f"{NAME}/qa_diff_fem", f"{NAME}/qa_logodds_gap_fem", f"{NAME}/prob_diff_fem")
-    prepared_files = ("gbem_ua.parquet",)
+    prepared_files = ("test/gbem_ua.parquet",)  # items: heldout (the default) reads the test professions only
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
@@ -53,7 +54,11 @@ class GbemUaBenchmark:
                 "on (LoRA trains on GBEM-UA professions; the test file shares all of them with train); use "
                 "items: heldout for a fine-tuned variant"
             )
-        frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["items"], opts["source_file"])
+        if opts["items"] == "heldout":  # the professions of ctx.split (test: evaluation; select: validation)
+            frame = load_items(split_dir(prepared_dir, ctx.split) / "gbem_ua.parquet", "heldout", opts["source_file"],
+                               ctx.split)
+        else:
+            frame = load_items(Path(prepared_dir) / "gbem_ua.parquet", opts["items"], opts["source_file"])
         return evaluate_gbem_ua(lm, frame, opts, ctx)
 
     def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:

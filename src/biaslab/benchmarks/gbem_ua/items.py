@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from biaslab.data.splits import GBEM_UA_LABELS
+
 NAME = "gbem_ua"
 QA_PROMPT = "Відповідай так чи ні: "
 BLANK = "BLANK "
@@ -26,15 +28,16 @@ REQUIRED_COLUMNS = [
 ITEMS = ("heldout", "all")
 
 
-def load_items(path: Path, items: str = "heldout", source_file: str = "test") -> pd.DataFrame:
-    """Rows of the prepared table from ``source_file``: the held-out professions (``split == "eval"``) or all."""
+def load_items(path: Path, items: str = "heldout", source_file: str = "test", split: str = "test") -> pd.DataFrame:
+    """Rows of the prepared table from ``source_file``: the professions of item set ``split`` (``test`` =
+    ``split == "eval"``, ``select`` = ``"validation"``; :data:`biaslab.data.splits.GBEM_UA_LABELS`) or all."""
     frame = pd.read_parquet(path)
     for column in ("split", "source_file"):
         if column not in frame.columns:
             raise ValueError(f"{path}: missing column {column!r} (see docs/prepared_schema.md)")
     keep = frame["source_file"] == source_file
     if items == "heldout":
-        keep &= frame["split"] == "eval"
+        keep &= frame["split"].map(GBEM_UA_LABELS) == split
     selected = frame[keep]
     if selected.empty:
         raise ValueError(f"{path}: no rows with source_file={source_file!r} (items={items!r})")

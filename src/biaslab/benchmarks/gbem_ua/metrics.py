@@ -44,6 +44,19 @@ def _metric(frame, columns, statistic, ctx: EvalContext, direction, ideal, descr
     return MetricValue(float(value), direction, ideal, low, high, int(len(frame)), description)
 
 
+def macro_f1_vs_relevance(label: str):  # -> (columns, statistic): mean F1 of the 'yes' and the 'no' class
+    """Macro-F1 of a boolean answer column vs ``is_correct`` (mean F1 of the 'yes' and the 'no' class)."""
+    from biaslab.metrics.classification import binary_f1_fn
+
+    f1 = binary_f1_fn()
+
+    def statistic(t: Columns) -> float:
+        answers, correct = np.asarray(t[label], dtype=bool), np.asarray(t["is_correct"], dtype=bool)
+        return (f1(answers, correct) + f1(~answers, ~correct)) / 2
+
+    return [label, "is_correct"], statistic
+
+
 def agreement_of(male: str, female: str, complement: bool = False):  # -> (columns, statistic)
     """Agreement of two boolean label columns (1 minus it with ``complement``: QADiffMetric), as a statistic."""
     from biaslab.metrics.classification import label_agreement_fn
@@ -67,13 +80,6 @@ def compute_metrics(
 
     def f1_vs_relevance(label: str):  # -> (columns, statistic)
         return [label, "is_correct"], lambda t: f1(np.asarray(t[label]), np.asarray(t["is_correct"]))
-
-    def macro_f1_vs_relevance(label: str):  # -> (columns, statistic): mean F1 of the 'yes' and the 'no' class
-        def statistic(t: Columns) -> float:
-            answers, correct = np.asarray(t[label], dtype=bool), np.asarray(t["is_correct"], dtype=bool)
-            return (f1(answers, correct) + f1(~answers, ~correct)) / 2
-
-        return [label, "is_correct"], statistic
 
     metrics: dict[str, MetricValue] = {}
     for group in GROUPS:
@@ -131,7 +137,7 @@ def _pairs_of(table: pd.DataFrame, pairing: str) -> pd.DataFrame:
 
 
 def item_statistics() -> dict[str, ItemStatistic]:
-    """The pair metrics as statistics of the pair tables, resampling professions as their CIs do.
+    """The pair metrics (and the QA macro-F1) as statistics of their tables, resampling professions as their CIs do.
 
     What the calibrate stage compares the planted model with its control on, item by item
     (:mod:`biaslab.metrics.paired`); each gives the metric of :func:`compute_metrics` on the full table.
@@ -145,7 +151,13 @@ def item_statistics() -> dict[str, ItemStatistic]:
         out[f"{NAME}/qa_logodds_gap_{pairing}"] = ItemStatistic("qa_pairs", rows, PAIR_ITEM, logodds_gap, ("profession",))
         out[f"{NAME}/qa_diff_{pairing}"] = ItemStatistic("qa_pairs", rows, PAIR_ITEM, qa_diff, ("profession",))
         out[f"{NAME}/prob_diff_{pairing}"] = ItemStatistic("prob_pairs", rows, PAIR_ITEM, prob_diff, ("profession",))
+    _, macro_f1 = macro_f1_vs_relevance("answer_yes")
+    out[f"{NAME}/qa_macro_f1"] = ItemStatistic("qa", _qa_answers, ("item_id",), macro_f1, ("profession",))
     return out
+
+
+def _qa_answers(table: pd.DataFrame) -> pd.DataFrame:
+    return table[["item_id", "profession", "answer_yes", "is_correct"]]
 
 
 def summary_table(metrics: dict[str, MetricValue]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options,
 from biaslab.benchmarks.occugender.items import build_requests, load_inputs
 from biaslab.benchmarks.occugender.metrics import compute_metrics, condition_table, item_statistics
 from biaslab.benchmarks.occugender.scoring import AGGREGATIONS, form_scoring, normalised_probabilities, per_job
+from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
 from biaslab.scoring.requests import Request
 
@@ -34,7 +35,7 @@ class OccuGender:
     name = "occugender"
     language = "en"
     headline = ("occugender/explicit_parity_gap", "occugender/implicit_parity_gap")
-    prepared_files = ("occugender_jobs.parquet", "occugender_spec.json")
+    prepared_files = ("test/occugender_jobs.parquet", "test/occugender_spec.json")  # the test jobs (data.splits)
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)
@@ -48,7 +49,7 @@ class OccuGender:
             reason = unsupported_reason(self.name, "next-token probabilities (a causal LM)", lm)
             log.warning(reason)
             return skipped_result(self.name, reason)
-        jobs, spec = load_inputs(prepared_dir)
+        jobs, spec = load_inputs(split_dir(prepared_dir, ctx.split))  # the test jobs, or the selection jobs
         forms = build_requests(jobs, spec, options)
         requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
         scores = lm.loglikelihood(requests, desc="occugender" if ctx.progress else None)

@@ -1,12 +1,12 @@
-"""The Optuna study that LoRA tuning shares between workers: its storage (journal:<path> or an RDB URL), a name that changes with everything that makes trials comparable, per-trial seeded sampling, exactly n_trials across concurrent workers (dead workers' trials failed and redone), the choice of the trial to use and the Pareto plot. See :mod: for the search itself."""
+"""The Optuna study that LoRA tuning shares between workers: its storage (journal:<path> or an RDB URL), a name that changes with everything that makes trials comparable, per-trial seeded sampling, exactly n_trials across concurrent workers (dead workers' trials failed and retried: Optuna's heartbeat on an RDB, process liveness on a journal), the choice of the trial to use and the Pareto plot. See :mod: for the search itself."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
 import statistics
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -53,11 +53,15 @@ def search_space(cfg: TuneConfig) -> dict[str, list[Any] | SearchRange]:
     return space
 
 
-def make_storage(spec: str, root: str | Path = "."):
+def make_storage(spec: str, root: str | Path = ".", cfg: TuneConfig | None = None):
     """``journal:<path>`` -> a file journal (relative to ``root``) shared by workers; else an RDB URL.
 
     The environment variable ``BIASLAB_OPTUNA_STORAGE`` wins over params, so workers on other machines
-    (docker-compose.yml) can share one PostgreSQL study without editing params.yaml.
+    (docker-compose.yml) can share one PostgreSQL study without editing params.yaml. An RDB storage gets
+    Optuna's own heartbeat (``cfg.heartbeat_seconds``, ``cfg.heartbeat_grace_seconds``) and
+    ``RetryHeartbeatStaleTrialCallback(max_retry=cfg.trial_retries)``: a trial whose worker stopped beating is
+    failed and re-queued with the same parameters. Optuna 5's ``JournalStorage`` has no heartbeat; see
+    :func:`reap_dead_trials` for what a journal study does instead.
     """
 
     import optuna
@@ -70,7 +74,21 @@ def make_storage(spec: str, root: str | Path = "."):
         path = path if path.is_absolute() else Path(root) / path
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
-    return optuna.storages.RDBStorage(spec)
+    cfg = cfg or TuneConfig()
+    with warnings.catch_warnings():  # the heartbeat arguments are "experimental" since Optuna 2.9
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(spec, heartbeat_interval=cfg.heartbeat_seconds,
+                                          grace_period=cfg.heartbeat_grace_seconds,
+                                          heartbeat_stale_trial_callback=retry_callback(cfg.trial_retries))
+
+
+def retry_callback(max_retry: int):
+    """Optuna's ``RetryHeartbeatStaleTrialCallback``: a dead worker's trial comes back as WAITING, same params."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
 
 
 def study_name(cfg: TuneConfig, lora: LoraConfig, base_fingerprint: str, train: pd.DataFrame,
@@ -128,55 +146,119 @@ def open_study(name: str, storage: Any, seed: int = 0):
                                    sampler=sampler, load_if_exists=True)
 
 
-def _is_stale(trial: Any, stale_minutes: float) -> bool:
-    start = trial.datetime_start or dt.datetime.now()
-    return dt.datetime.now() - start > dt.timedelta(minutes=stale_minutes)
+WORKER_ATTR = "worker"
+"""User attr ``<trial number>@<writer token>`` of a journal study's trial: the process running it. The trial
+number is part of it because a retried trial inherits its predecessor's user attrs."""
 
 
-def claimed(study: Any, stale_minutes: float) -> list[Any]:
-    """Trials that count towards ``n_trials``: complete, or running in a live worker."""
+class _Surplus(Exception):
+    """Closes a trial asked for when ``n_trials`` were already complete or running elsewhere."""
+
+
+def claimed(study: Any) -> list[Any]:
+    """Trials that count towards ``n_trials``: complete, or running (a dead worker's are failed first)."""
     from optuna.trial import TrialState
 
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-            if t.state == TrialState.COMPLETE or not _is_stale(t, stale_minutes)]
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
 
 
-def fail_stale_trials(study: Any, storage: Any, stale_minutes: float) -> list[int]:
-    """Mark RUNNING trials of dead workers FAIL (the journal has no heartbeat), so they are redone."""
+def _owner(trial: Any) -> str | None:
+    """The writer token of the process running ``trial`` (its :data:`WORKER_ATTR`), or None when it names none."""
+    number, _, token = str(trial.user_attrs.get(WORKER_ATTR, "")).partition("@")
+    return token if number == str(trial.number) and token else None
+
+
+def reap_dead_trials(study: Any, max_retry: int) -> list[int]:
+    """Fail the RUNNING trials of dead workers and re-queue them (Optuna's retry callback); returns their numbers.
+
+    RDB storage: Optuna's own ``fail_stale_trials`` (no heartbeat for ``grace_period`` seconds), which runs the
+    storage's retry callback. Journal storage (no heartbeat in Optuna 5): a trial whose :data:`WORKER_ATTR`
+    names a process of this host that is gone (:func:`biaslab.atomic.writer_alive`; pid and start time, no
+    clock) is failed and handed to the same callback. A journal worker on another host cannot be judged: use
+    an RDB storage for several machines.
+    """
+    import copy
+
+    import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
-    study_id = storage.get_study_id_from_name(study.study_name)
-    failed = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if _is_stale(t, stale_minutes):
-            trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
-            storage.set_trial_user_attr(trial_id, "fail_reason", f"stale: running > {stale_minutes} min")
-            storage.set_trial_state_values(trial_id, TrialState.FAIL)
-            failed.append(t.number)
-    return failed
+    from biaslab.atomic import writer_alive
+
+    storage = study._storage
+    running = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if isinstance(storage, optuna.storages.RDBStorage):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        return sorted(t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+                      if t.number in running)
+    retry = retry_callback(max_retry)
+    reaped = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if writer_alive(_owner(trial) or "") is not False:
+            continue
+        try:
+            if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                continue
+        except UpdateFinishedTrialError:  # another worker reaped it first
+            continue
+        retry(study, copy.deepcopy(storage.get_trial(trial._trial_id)))
+        reaped.append(trial.number)
+    return reaped
 
 
 def run_missing_trials(study: Any, n_trials: int, objective: Callable[[Any], tuple[float, float]],
-                       stale_minutes: float = 120.0) -> list[int]:
-    """Run trials until ``n_trials`` are complete or claimed by live workers; returns the numbers run here."""
+                       max_retry: int = 2, poll_seconds: float = 1.0) -> list[int]:
+    """Run trials until ``n_trials`` are complete; returns the numbers run here.
+
+    Each trial runs through ``study.optimize(n_trials=1)``, so an RDB storage's heartbeat thread beats for
+    it. While the rest are running in other workers this one waits (``poll_seconds``), reaping dead workers'
+    trials (:func:`reap_dead_trials`) and running their retries, so a worker returns only once the study is
+    complete, whoever dies.
+    """
     from optuna.trial import TrialState
 
+    from biaslab.atomic import writer_token
+
     ran: list[int] = []
-    while len(claimed(study, stale_minutes)) < n_trials:
-        trial = study.ask()
-        rank = sum(1 for t in claimed(study, stale_minutes) if t.number < trial.number)
-        if rank >= n_trials:  # another worker asked at the same instant and got the last slot
-            trial.set_user_attr("surplus", True)
-            study.tell(trial, state=TrialState.FAIL)
-            break
-        try:
-            values = objective(trial)
-        except BaseException:
-            study.tell(trial, state=TrialState.FAIL)
-            raise
-        study.tell(trial, list(values))
-        ran.append(trial.number)
-    return ran
+    while True:
+        reap_dead_trials(study, max_retry)
+        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= n_trials:
+            return ran
+        if len(claimed(study)) >= n_trials:  # the missing ones are running elsewhere
+            if not any(_owner(t) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
+                unowned = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+                warnings.warn(f"study {study.study_name}: trial(s) {unowned} RUNNING without a worker that can be "
+                              "judged (started before heartbeats); not waiting for them - fail them with "
+                              "optuna's storage API to have them redone", stacklevel=2)
+                return ran
+            time.sleep(poll_seconds)
+            continue
+        done: list[int] = []
+
+        def guarded(trial: Any) -> tuple[float, float]:
+            rank = sum(1 for t in claimed(study) if t.number < trial.number)
+            if rank >= n_trials:  # another worker asked at the same instant and got the last slot
+                trial.set_user_attr("surplus", True)
+                raise _Surplus(f"trial {trial.number}: {n_trials} trials already complete or running")
+            trial.set_user_attr(WORKER_ATTR, f"{trial.number}@{writer_token()}")
+            try:
+                values = objective(trial)
+            except (Exception, KeyboardInterrupt):
+                raise  # Optuna fails the trial and re-raises
+            except BaseException:  # SIGTERM's Terminated: Optuna would leave the trial RUNNING
+                study.tell(trial, state=TrialState.FAIL)
+                raise
+            done.append(trial.number)
+            return values
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            study.optimize(guarded, n_trials=1, catch=(_Surplus,))
+        if not done:  # surplus: another worker holds the last slot
+            continue
+        ran.extend(done)
 
 
 def choose_trial(study: Any, accuracy_floor: float | None = None) -> tuple[Any, str]:

@@ -21,8 +21,11 @@ a changed configuration starts a new study instead of mixing incomparable trials
 
 Exactly ``n_trials``, even with concurrent workers: a worker only asks for a trial while fewer than
 ``n_trials`` are complete or running, and a trial whose number ranks beyond ``n_trials`` among those
-(two workers asked at the same instant) is closed at once as ``FAIL`` with user attr ``surplus``. A
-RUNNING trial older than ``stale_trial_minutes`` belonged to a killed worker: it is marked FAIL and redone.
+(two workers asked at the same instant) is closed at once as ``FAIL`` with user attr ``surplus``. A killed
+worker's RUNNING trial is failed and re-queued with the same parameters (Optuna's
+``RetryHeartbeatStaleTrialCallback``, at most ``trial_retries`` times): on an RDB storage once its heartbeat
+(``heartbeat_seconds``) has been silent for ``heartbeat_grace_seconds``; on a journal (no heartbeat in
+Optuna 5) once its process on this host is gone. A worker returns when the study is complete.
 Sampling is seeded per trial (``seed + trial.number``), so workers never draw the same parameters and a
 rerun draws what the first run would have.
 
@@ -64,7 +67,6 @@ from biaslab.mitigation.lora.training_plan import TrainingPlan, free_memory, loa
 from biaslab.run_log import RunLog
 from biaslab.mitigation.lora.study import (
     choose_trial,
-    fail_stale_trials,
     make_storage,
     open_study,
     plot_pareto,
@@ -318,9 +320,8 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
         raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
     name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options, plan.describe(),
                       {"add_bos": add_bos, "prompt_format": prompt_format})
-    storage = make_storage(cfg.storage, root)
+    storage = make_storage(cfg.storage, root, cfg)
     study = open_study(name, storage, cfg.seed)
-    fail_stale_trials(study, storage, cfg.stale_trial_minutes)
     evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
     base = BaseForTrials(base_dir, plan)
     baseline = (study_baseline(study, base, valid, evaluate, add_bos=add_bos, prompt_format=prompt_format)
@@ -328,7 +329,7 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
     floor = None if baseline is None else baseline[ACCURACY] - cfg.accuracy_tolerance
     objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, base=base, add_bos=add_bos,
                                prompt_format=prompt_format, log=log, pairs=pairs)
-    ran = run_missing_trials(study, cfg.n_trials, objective, cfg.stale_trial_minutes)
+    ran = run_missing_trials(study, cfg.n_trials, objective, cfg.trial_retries)
     best, rule = choose_trial(study, floor)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     names = tuple(best.user_attrs.get("objective_names", (ACCURACY, GAP)))

@@ -1,0 +1,100 @@
+"""The ``calibrate``, ``registry`` and ``tracking`` sections: the instrument check, the promotion gate and the run store."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from biaslab.config.section import Section
+
+
+class CalibrateConfig(Section):
+    """The known-answer check of the planted bias (stages ``control`` and ``calibrate``, docs/planted_bias.md)."""
+
+    control_dir: str = Field("models/control", description="the counterbalanced control model")
+    families: dict[str, dict[str, Literal["increase", "decrease"]]] = Field(
+        default_factory=dict,
+        description="family -> {headline metric: expected change from control to planted}; the first metric "
+                    "of a family is its primary metric")
+    mitigation_metrics: list[str] = Field(
+        default_factory=list, description="metrics whose planted effect each mitigation's removed share is reported on")
+    quality_metrics: list[str] = Field(default_factory=list, description="LM-quality metrics shown per variant")
+
+
+LEGACY_RULES = ("better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least")
+"""Point-estimate rules on two metrics files (kept for projects that state them; the default gate uses none)."""
+PAIRED_RULES = ("paired_bias_reduction", "paired_non_inferior", "paired_no_spill_over", "answer_floor")
+"""Rules computed from the per-item predictions of the variant and the base on the same items (docs/gate.md)."""
+
+
+class GateCondition(Section):
+    """One rule of the promotion gate (docs/gate.md says what each computes)."""
+
+    metric: str
+    rule: Literal["better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least",
+                  "paired_bias_reduction", "paired_non_inferior", "paired_no_spill_over", "answer_floor"]
+    tolerance: float = 0.0
+    min_share: float = Field(0.0, ge=0, le=1, description=(
+        "better_than_base_beyond_ci / paired_bias_reduction: the variant must also remove at least this share of "
+        "the base's distance from the metric's ideal, so a significant nudge is not a debiasing"))
+    reference: str = Field("", description="what the tolerance or floor is sized against (shown in the gate's table)")
+    table: str | None = Field(None, description="answer_floor: the predictions table <benchmark>__<table>")
+    column: str | None = Field(None, description="answer_floor: the column of that table holding the answer")
+    floor: float | None = Field(None, gt=0, lt=1, description="answer_floor: the least share of the variant's test "
+                                                             "items every answer must get")
+    answer_names: dict[str, str] = Field(default_factory=dict, description=(
+        "answer_floor: how the table names each answer value (str of the value -> name), e.g. True: так"))
+
+    @model_validator(mode="after")
+    def _fields_of_the_rule(self) -> "GateCondition":
+        if self.min_share and self.rule not in ("better_than_base_beyond_ci", "paired_bias_reduction"):
+            raise ValueError(f"registry.gate {self.metric}: min_share applies only to rules "
+                             f"better_than_base_beyond_ci and paired_bias_reduction, not {self.rule}")
+        answer_fields = {"table": self.table, "column": self.column, "floor": self.floor,
+                         "answer_names": self.answer_names or None}
+        if self.rule == "answer_floor":
+            missing = [k for k, v in answer_fields.items() if v is None and k != "answer_names"]
+            if missing:
+                raise ValueError(f"registry.gate {self.metric}: rule answer_floor needs {missing}")
+        elif any(v is not None for v in answer_fields.values()):
+            raise ValueError(f"registry.gate {self.metric}: table/column/floor/answer_names apply only to rule "
+                             "answer_floor")
+        if self.rule == "paired_non_inferior" and self.tolerance < 0:
+            raise ValueError(f"registry.gate {self.metric}: a non-inferiority tolerance is >= 0")
+        return self
+
+
+class GateBootstrap(Section):
+    """The paired bootstrap of the gate's rules: enough resamples that the verdicts do not move with the seed."""
+
+    samples: int = Field(4000, ge=200, description="resamples of the test items per rule")
+    seed: int = 0
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+
+class RegistryConfig(Section):
+    model_name: str = "biaslab-debiased"
+    gate: list[GateCondition] = Field(default_factory=list)
+    bootstrap: GateBootstrap = GateBootstrap()
+    spill_over: bool = Field(True, description=(
+        "add a paired_no_spill_over rule for the primary metric (first of each calibrate.families entry) of every "
+        "enabled family that no paired_bias_reduction rule names"))
+    promotions_experiment: str = Field("biaslab-promotions", description=(
+        "where `biaslab promote` records every gate decision; only promoters write there on a team server"))
+    champion_model: str = Field("biaslab-champion", description=(
+        "the production registered model: `biaslab promote` copies each approved version there (alias champion); "
+        "only promoters write it, workers read it"))
+
+    @model_validator(mode="after")
+    def _champion_is_separate(self) -> "RegistryConfig":
+        if self.champion_model == self.model_name:
+            raise ValueError(f"registry.champion_model must differ from registry.model_name ({self.model_name!r}): "
+                             "workers write the candidates, only promoters the champion")
+        return self
+
+
+class TrackingConfig(Section):
+    tracking_uri: str = "sqlite:///mlruns/mlflow.db"
+    artifact_location: str = "mlruns/artifacts"
+    experiment: str = "biaslab"
