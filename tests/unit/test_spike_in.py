@@ -137,6 +137,8 @@ def test_resolution_is_by_cis_apart_not_by_a_paired_ci_of_a_model_and_its_spiked
               for d, v in ((0, 0.5), (0.5, 0.6), (1, 0.69), (2, 0.71))]
     result = spike_in.SpikeIn("f", "f/m", "increase", points, zero)
     assert result.resolution == 2  # 0.69 - 0.1 < 0.6: still overlapping; 0.71 - 0.1 > 0.6: apart
+    # the CI gap (low - 0.6) is -0.01 at δ = 1 and +0.01 at δ = 2: it crosses 0 half-way
+    assert result.resolution_between == pytest.approx(1.5)
     assert result.equivalent_delta(0.05) == pytest.approx(0.25)
     assert result.equivalent_delta(0.5) is None and result.equivalent_delta(-0.1) is None
 

@@ -74,6 +74,32 @@ class SpikeIn:
         """δ*: the smallest δ whose spiked CI is apart from the unspiked one (None: not within the grid)."""
         return next((p.delta for p in self.points if p.status == "detected"), None)
 
+    @property
+    def resolution_between(self) -> float | None:
+        """δ* read between grid points: where the gap between the two CIs crosses 0, linearly (None: not in the grid).
+
+        The grid's δ* is only as fine as the grid; this says whether a δ* of 2 means "just above 1" or "2".
+        """
+        zero = self.points[0].value if self.points else None
+        if zero is None or zero.ci_low is None or zero.ci_high is None:
+            return None
+        def gap(v: MetricValue) -> float | None:  # > 0: the CIs are apart in the expected direction
+            if v.ci_low is None or v.ci_high is None:
+                return None
+            return v.ci_low - zero.ci_high if self.expected == "increase" else zero.ci_low - v.ci_high
+        before = None
+        for point in self.points:
+            g = gap(point.value)
+            if g is None:
+                return None
+            if point.status == "detected":
+                if before is None:
+                    return point.delta
+                (d0, g0), d1 = before, point.delta
+                return d0 + (d1 - d0) * (-g0) / (g - g0) if g > g0 else d1
+            before = (point.delta, g)
+        return None
+
     def shift(self, delta_index: int) -> float:
         return self.points[delta_index].value.value - self.points[0].value.value
 
@@ -156,6 +182,13 @@ def _nats(x: float | None, above: float) -> str:
     return f"> {above:g} nats" if x is None else f"{x:.2g} nats"
 
 
+def _resolution(r: SpikeIn, above: float) -> str:
+    between = r.resolution_between
+    if r.resolution is None or between is None or between == r.resolution:
+        return _nats(r.resolution, above)
+    return f"{_nats(r.resolution, above)} (≈ {between:.2g} between grid points)"
+
+
 def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[str, float | None] | None = None) -> str:
     """The spike-in section of ``reports/calibration.md``; ``effects``: planted − control per metric, if any."""
     effects = effects or {}
@@ -182,8 +215,7 @@ def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[s
                                            if p.value.ci_low is not None else "") for p in r.points]
         zero = r.zero_difference
         same = "no evaluated value" if zero is None else ("identical" if zero == 0 else f"differs by {zero:.1e}")
-        lines.append(f"| {r.family} | `{r.metric}` | " + " | ".join(cells) + f" | {same} | "
-                     f"{_nats(r.resolution, top)} |")
+        lines.append(f"| {r.family} | `{r.metric}` | " + " | ".join(cells) + f" | {same} | {_resolution(r, top)} |")
     planted = [r for r in results if r.points and effects.get(r.metric) is not None]
     if planted:
         lines += ["", "### The planted bias against the resolution", "",
@@ -197,7 +229,7 @@ def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[s
             equivalent = r.equivalent_delta(effect)
             as_spike = ("against the stereotype" if equivalent is None and effect * (1 if r.expected == "increase" else -1) < 0
                         else _nats(equivalent, top))
-            lines.append(f"| {r.family} | {effect:+.3f} | {as_spike} | {_nats(r.resolution, top)} |")
+            lines.append(f"| {r.family} | {effect:+.3f} | {as_spike} | {_resolution(r, top)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -212,6 +244,7 @@ def table(results: Sequence[SpikeIn], effects: Mapping[str, float | None] | None
                          "ci_low": None if p is None else p.value.ci_low, "ci_high": None if p is None else p.value.ci_high,
                          "verdict_vs_unspiked": None if p is None else p.status,
                          "evaluated": None if r.stored is None else r.stored.value, "resolution": r.resolution,
+                         "resolution_between": r.resolution_between,
                          "planted_effect": effects.get(r.metric),
                          "planted_as_spike": r.equivalent_delta(effects.get(r.metric)), "note": r.note})
     return rows
@@ -226,6 +259,8 @@ def mlflow_metrics(results: Sequence[SpikeIn]) -> dict[str, float]:
         for p in r.points:
             out[f"calibration/spike/{r.metric}/delta_{p.delta:g}"] = p.value.value
         out[f"calibration/spike_resolution/{r.metric}"] = -1.0 if r.resolution is None else r.resolution
+        if r.resolution_between is not None:
+            out[f"calibration/spike_resolution_between/{r.metric}"] = r.resolution_between
         if r.zero_difference is not None:
             out[f"calibration/spike_zero_difference/{r.metric}"] = r.zero_difference
     return out
