@@ -271,3 +271,31 @@ def test_spike_deltas_must_start_at_zero_and_increase():
     for bad in ([0.1, 0.5], [0, 0.5, 0.5], [0]):
         with pytest.raises(ValueError, match="spike_deltas must start at 0"):
             CalibrateConfig(spike_deltas=bad)
+
+
+def test_spiked_scorer_on_gbem_ua_answers_equals_shifting_the_stored_qa_tables(mirror):
+    """The loglikelihood path: «так» forms after a man, «ні» forms after a woman, on real GBEM-UA rows."""
+    import zlib
+
+    from gbem_frames import gbem_frame
+
+    from biaslab.benchmarks.gbem_ua import BENCHMARK, QA_PROMPT, evaluate_gbem_ua
+    from biaslab.scoring.protocol import SentenceScore
+
+    frame = gbem_frame(mirror, 3, lambda i: "eval")
+    male = {QA_PROMPT + s: bool(m) for s, m in zip(frame["qa_sentence"], frame["is_male"])}
+    lm = FakeScorer(loglikelihood=lambda r: -1.0 - zlib.crc32(f"{r.context}|{r.continuation}".encode()) % 1000 / 250,
+                    sentences=lambda s: SentenceScore(-0.3 * len(s.split()), len(s.split())), eos_logprob=-2.0)
+    stereotype = Stereotype(requests=lambda i, r: (r.continuation.strip().lower() == "так") == male[r.context])
+    ctx = EvalContext(seed=0, bootstrap_samples=0, progress=False)
+    plain = evaluate_gbem_ua(lm, frame, {}, ctx)
+    zero = evaluate_gbem_ua(SpikedScorer(lm, 0.0, stereotype), frame, {}, ctx)
+    for name, table in plain.predictions.items():
+        _frames_equal(zero.predictions[name], table)
+    assert zero.metrics == plain.metrics
+    rescored = evaluate_gbem_ua(SpikedScorer(lm, 0.5, stereotype), frame, {}, ctx)
+    shifted = BENCHMARK.spike(plain.predictions, 0.5, {})
+    for name in ("qa", "qa_pairs", "prob", "prob_pairs"):  # logaddexp of shifted forms: equal to 1e-12
+        pd.testing.assert_frame_equal(shifted[name], rescored.predictions[name], rtol=1e-12)
+    gap = "gbem_ua/qa_logodds_gap_fem"
+    assert rescored.metrics[gap].value == pytest.approx(plain.metrics[gap].value + 1.0)
