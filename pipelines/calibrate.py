@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     numbers = run_calibrate(load_params(args.params))
+    prefix = "calibration/spike_resolution/"
+    resolutions = ", ".join(f"{k[len(prefix):]} {v:g}" for k, v in numbers.items() if k.startswith(prefix))
+    print(f"calibrate: spike-in self-test passed; resolution δ* in nats (-1 = beyond the grid): "
+          f"{resolutions or 'no family spiked'} -> {SPIKE_TABLE}")
     print(f"calibrate: {numbers.get('calibration/families_detected', 0):.0f} of "
           f"{numbers.get('calibration/families', 0):.0f} benchmark families detect the planted bias -> {REPORT}")
 
@@ -56,14 +60,13 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     import pandas as pd
 
     from biaslab.tracking import runs as tracking
+    from biaslab.calibration import spike_in
     from biaslab.calibration.families import calibrate, paired_differences
     from biaslab.evaluation.suite import EvaluationOutputs
     from biaslab.outputs import metrics_file
     from biaslab.reporting.plots import calibration_figure, spike_in_figure
     from biaslab.tracking.run_description import describe
     from pipelines.evaluate import evaluate_variant
-
-    from biaslab.calibration import spike_in
 
     root = Path(root)
     remove_outputs(root / REPORT, root / TABLE, root / SPIKE_TABLE, root / RUN_FILE)
@@ -73,7 +76,7 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     if reason:
         write_skipped(root, reason, spike_in.render_markdown(spikes, SPIKED))
         atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_in.table(spikes)).to_csv(index=False))
-        return {}
+        return spike_in.mlflow_metrics(spikes)
     control = evaluate_variant(with_control(params), CONTROL, root)
     base = metrics_file.read(EvaluationOutputs.for_variant("base", root).metrics).metrics
     variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
