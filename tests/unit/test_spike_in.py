@@ -154,10 +154,15 @@ def test_a_metric_that_moves_against_the_stereotype_fails_naming_the_family_and_
     with pytest.raises(spike_in.SpikeInError, match=r"^spike-in rubia \(rubia/pro_share/gender\): .* at δ = 0\.1 nats"):
         spike_in.check([flipped])
     flat = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric],
-                                  result.predictions, lambda t, d: t, DELTAS, stored=None, samples=20, seed=0,
-                                  confidence=0.95)
+                                  result.predictions, lambda t, d: {k: v.copy() for k, v in t.items()}, DELTAS,
+                                  stored=None, samples=20, seed=0, confidence=0.95)
     with pytest.raises(spike_in.SpikeInError, match="does not move at all up to δ = 2 nats"):
         spike_in.check([flat])
+    untouched = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric],
+                                       result.predictions, lambda t, d: t, DELTAS, stored=None, samples=20, seed=0,
+                                       confidence=0.95)
+    assert not untouched.points and "leaves 'rubia_pairs' as it is" in untouched.note
+    spike_in.check([untouched])  # nothing to spike is reported, not failed
     off = MetricValue(result.metrics[metric].value + 1e-6, "target")
     shifted = spike_in.SpikeIn("rubia", metric, "increase", flat.points, off)
     with pytest.raises(spike_in.SpikeInError, match="at δ = 0 the metric"):
