@@ -11,6 +11,12 @@ item from the models' ``data/predictions`` tables, where its benchmark can recom
 writes ``reports/calibration.md`` and ``reports/calibration.csv``; the numbers go to the stage's MLflow
 run as ``calibration/...`` metrics, with the report and a figure per family (``calibration/families.png``).
 Without a planted bias every output says why and the stage succeeds.
+
+First, on any model, the spike-in self-test (:mod:`biaslab.calibration.spike_in`, docs/spike_in.md): each
+family's primary metric on the base's stored predictions with δ nats added to every stereotype-consistent
+option, for every δ of ``calibrate.spike_deltas`` (``reports/spike_in.csv``, a section of the report,
+``calibration/spike...`` metrics and ``calibration/spike_in.png``). A family whose metric does not move
+monotonically in the stereotyped direction, or whose δ = 0 metric is not the evaluated one, fails the stage.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from pipelines.stage.entry import stage_main
 PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
 REPORT = paths.CALIBRATION_REPORT
 TABLE = paths.CALIBRATION_TABLE
+SPIKE_TABLE = paths.SPIKE_IN_TABLE
+SPIKED = "base"  # the model whose stored predictions the spike-in self-test reads
 RUN_FILE = paths.run_file("calibrate")
 
 
@@ -39,28 +47,36 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     numbers = run_calibrate(load_params(args.params))
+    prefix = "calibration/spike_resolution/"
+    resolutions = ", ".join(f"{k[len(prefix):]} {v:g}" for k, v in numbers.items() if k.startswith(prefix))
+    print(f"calibrate: spike-in self-test passed; resolution δ* in nats (-1 = beyond the grid): "
+          f"{resolutions or 'no family spiked'} -> {SPIKE_TABLE}")
     print(f"calibrate: {numbers.get('calibration/families_detected', 0):.0f} of "
           f"{numbers.get('calibration/families', 0):.0f} benchmark families detect the planted bias -> {REPORT}")
 
 
 def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[str, float]:
-    """Evaluate the control, compare planted vs control and every mitigation; write the report; log one run."""
+    """Spike-in self-test; evaluate the control, compare planted vs control and every mitigation; write; log one run."""
     import pandas as pd
 
     from biaslab.tracking import runs as tracking
+    from biaslab.calibration import spike_in
     from biaslab.calibration.families import calibrate, paired_differences
     from biaslab.evaluation.suite import EvaluationOutputs
     from biaslab.outputs import metrics_file
-    from biaslab.reporting.plots import calibration_figure
+    from biaslab.reporting.plots import calibration_figure, spike_in_figure
     from biaslab.tracking.run_description import describe
     from pipelines.evaluate import evaluate_variant
 
     root = Path(root)
-    remove_outputs(root / REPORT, root / TABLE, root / RUN_FILE)
+    remove_outputs(root / REPORT, root / TABLE, root / SPIKE_TABLE, root / RUN_FILE)
+    spikes = spike_in_results(params, root)
+    spike_in.check(spikes)  # a broken instrument fails before anything is written
     reason = no_planted_bias(params)
     if reason:
-        write_skipped(root, reason)
-        return {}
+        write_skipped(root, reason, spike_in.render_markdown(spikes, SPIKED))
+        atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_in.table(spikes)).to_csv(index=False))
+        return spike_in.mlflow_metrics(spikes)
     control = evaluate_variant(with_control(params), CONTROL, root)
     base = metrics_file.read(EvaluationOutputs.for_variant("base", root).metrics).metrics
     variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
@@ -82,17 +98,23 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
                for name in variants}
     report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
                        planted_info(params, root), paired, changes)
-    atomic_write_text(root / REPORT, report.markdown)
+    effects = {d.metric: d.effect for d in report.detections if d.primary}
+    spike_rows = spike_in.table(spikes, effects)
+    markdown = report.markdown + "\n" + spike_in.render_markdown(spikes, SPIKED, effects)
+    atomic_write_text(root / REPORT, markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
-    numbers = report.mlflow_metrics()
+    atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_rows).to_csv(index=False))
+    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes)}
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("calibrate", variant=CONTROL) as mlflow_run:
         for name, value in numbers.items():
             tracking.log_metric(name, value)
-        tracking.log_text(report.markdown, "calibration.md")
-        describe(report.markdown, whole="calibration.md")
+        tracking.log_text(markdown, "calibration.md")
+        describe(markdown, whole="calibration.md")
         tracking.log_figure(calibration_figure([row for row in report.table() if row["primary"]]),
                             "calibration/families.png")
+        if any(row["delta"] is not None for row in spike_rows):
+            tracking.log_figure(spike_in_figure(spike_rows), "calibration/spike_in.png")
         run_file.write(root / RUN_FILE, run_id=mlflow_run.info.run_id, **{
             "families_detected": numbers.get("calibration/families_detected"),
             "families": numbers.get("calibration/families")})
@@ -123,6 +145,50 @@ def item_statistics(params: Params, metrics: list[str]) -> dict[str, tuple[str, 
     return out
 
 
+def spike_in_results(params: Params, root: Path, variant: str = SPIKED) -> list:
+    """The spike-in dose-response of every family's primary metric on ``variant``'s stored predictions.
+
+    A family whose benchmark is disabled, offers no ``spike`` or item statistic, or has no stored tables
+    gets a result saying so (no points); it is reported, not failed.
+    """
+    from functools import partial
+
+    import pandas as pd
+
+    from biaslab.benchmarks.registry import load_benchmark
+    from biaslab.calibration.spike_in import SpikeIn, dose_response
+    from biaslab.evaluation.suite import EvaluationOutputs
+    from biaslab.outputs import metrics_file
+
+    cfg, ev = params.calibrate, params.evaluation
+    outputs = EvaluationOutputs.for_variant(variant, root)
+    stored = metrics_file.read(outputs.metrics).metrics if outputs.metrics.is_file() else {}
+    results = []
+    for family, metrics in cfg.families.items():
+        metric, expected = next(iter(metrics.items()))
+        name = metric.split("/", 1)[0]
+        entry = ev.benchmarks.get(name)
+        statistic = item_statistics(params, [metric]).get(metric)
+        benchmark = load_benchmark(name, entry.module) if entry is not None and entry.enabled else None
+        if benchmark is None or statistic is None or not hasattr(benchmark, "spike"):
+            why = ("benchmark not enabled" if benchmark is None else
+                   "no spike or item statistic for this metric")
+            results.append(SpikeIn(family, metric, expected, stored=stored.get(metric), note=why))
+            continue
+        prefix = f"{name}__"
+        tables = {path.stem[len(prefix):]: pd.read_parquet(path)
+                  for path in sorted(outputs.predictions.glob(f"{prefix}*.parquet"))}
+        spike = partial(_spike, benchmark, options=dict(entry.options))
+        results.append(dose_response(family, metric, expected, statistic[1], tables, spike, cfg.spike_deltas,
+                                     stored=stored.get(metric), samples=ev.bootstrap_samples, seed=ev.seed,
+                                     confidence=ev.confidence))
+    return results
+
+
+def _spike(benchmark, tables, delta: float, *, options: dict):
+    return benchmark.spike(tables, delta, options)
+
+
 def prediction_tables(folder: Path, names: list[str]) -> dict[str, object]:
     """The prediction tables ``names`` (``<benchmark>__<table>``) of one variant that exist in ``folder``."""
     import pandas as pd
@@ -142,7 +208,7 @@ def planted_info(params: Params, root: Path) -> dict[str, object]:
     return info
 
 
-def write_skipped(root: Path, reason: str) -> None:
+def write_skipped(root: Path, reason: str, spike_section: str = "") -> None:
     """Every output of the stage, saying why calibration did not run (so ``dvc repro`` completes)."""
     from biaslab.evaluation.suite import EvaluationOutputs
 
@@ -152,7 +218,7 @@ def write_skipped(root: Path, reason: str) -> None:
     atomic_write_text(outputs.metrics, json.dumps({"variant": CONTROL, "skipped": reason, "metrics": {}}, indent=2))
     atomic_write_text(outputs.values, "{}\n")
     atomic_write_text(outputs.run_file, json.dumps({"skipped": reason}) + "\n")
-    atomic_write_text(root / REPORT, f"# Calibration\n\nNot run: {reason}.\n")
+    atomic_write_text(root / REPORT, f"# Calibration\n\nNot run: {reason}.\n" + (f"\n{spike_section}" if spike_section else ""))
     atomic_write_text(root / TABLE, "family,metric,verdict\n")
     atomic_write_text(root / RUN_FILE, json.dumps({"skipped": reason}) + "\n")
 

@@ -19,6 +19,10 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
   per-item ``predictions`` rows (:class:`~biaslab.metrics.paired.ItemStatistic`: table, rows, item key,
   resampling unit, statistic), so that two models scored on the same items can be compared item by item
   (the calibrate stage's paired reading); each must give its metric's value and CI on the full table;
+* optionally ``spike(predictions, delta, options) -> predictions``: its stored prediction tables (keyed by
+  table name) as if every stereotype-consistent option had scored ``delta`` nats more, with every derived
+  column recomputed - what re-scoring through :class:`~biaslab.scoring.spiked.SpikedScorer` would give
+  (the calibrate stage's spike-in self-test, docs/spike_in.md);
 * optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
   layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
   into ``reports/paper/<paper>.md`` and ``.csv``; it knows no benchmark by name).
@@ -113,6 +117,12 @@ class ItemStatistics(Protocol):
     """Implemented by benchmarks whose metrics can be recomputed per item (optional part of the contract)."""
 
     def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Spikes(Protocol):
+    """Implemented by benchmarks that can add a known bias to their stored predictions (optional part of the contract)."""
+
+    def spike(self, predictions: dict[str, pd.DataFrame], delta: float, options: dict[str, Any]) -> dict[str, pd.DataFrame]: ...
 
 
 class PaperTables(Protocol):

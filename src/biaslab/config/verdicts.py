@@ -20,6 +20,17 @@ class CalibrateConfig(Section):
     mitigation_metrics: list[str] = Field(
         default_factory=list, description="metrics whose planted effect each mitigation's removed share is reported on")
     quality_metrics: list[str] = Field(default_factory=list, description="LM-quality metrics shown per variant")
+    spike_deltas: list[float] = Field(
+        default_factory=lambda: [0.0, 0.1, 0.25, 0.5, 1.0, 2.0],
+        description="spike-in self-test: nats added to every stereotype-consistent option (docs/spike_in.md); "
+                    "starts at 0, increasing")
+
+    @model_validator(mode="after")
+    def _spike_grid(self) -> "CalibrateConfig":
+        d = self.spike_deltas
+        if len(d) < 2 or d[0] != 0 or any(b <= a for a, b in zip(d, d[1:])):
+            raise ValueError(f"calibrate.spike_deltas must start at 0 and increase strictly (at least two values), got {d}")
+        return self
 
 
 LEGACY_RULES = ("better_than_base_beyond_ci", "not_worse_than_base_minus", "at_most", "at_least")

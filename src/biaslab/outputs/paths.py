@@ -23,6 +23,7 @@ RAW_INPUTS_DIR = Path("data") / "raw_inputs"
 TABLES_DIR = REPORTS_DIR / "tables"
 CALIBRATION_REPORT = REPORTS_DIR / "calibration.md"
 CALIBRATION_TABLE = REPORTS_DIR / "calibration.csv"
+SPIKE_IN_TABLE = REPORTS_DIR / "spike_in.csv"  # the spike-in self-test's dose-responses (docs/spike_in.md)
 CURVES_DIR = REPORTS_DIR / "curves"
 
 
@@ -111,7 +112,7 @@ def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[P
                 run_file("evaluate", item)]
     if stage == "calibrate":  # evaluates the control model as a variant, then compares
         return [*stage_outputs("evaluate", params, "control"), CALIBRATION_REPORT, CALIBRATION_TABLE,
-                run_file("calibrate")]
+                SPIKE_IN_TABLE, run_file("calibrate")]
     if stage == "register":
         return [run_file("register")]
     if stage == "report":

@@ -72,6 +72,35 @@ def calibration_figure(rows: list[dict[str, Any]]) -> Any:
     return fig
 
 
+def spike_in_figure(rows: list[dict[str, Any]]) -> Any:
+    """One panel per family: its primary metric against the spike δ (nats), with 95 % CIs (``spike_in.csv`` rows).
+
+    A dashed line marks the resolution δ* where the grid has one: the smallest δ whose CI is apart from δ = 0's.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(rows).dropna(subset=["delta"])
+    families = list(dict.fromkeys(frame["family"]))
+    fig, axes = plt.subplots(1, max(len(families), 1), figsize=(2.6 * max(len(families), 1), 2.6), squeeze=False)
+    for ax, family in zip(axes[0], families):
+        part = frame[frame["family"] == family]
+        err = [(part["value"] - part["ci_low"]).fillna(0).clip(lower=0), (part["ci_high"] - part["value"]).fillna(0).clip(lower=0)]
+        ax.errorbar(part["delta"], part["value"], yerr=err, fmt="o-", capsize=3, color="tab:red")
+        resolution = part["resolution"].iloc[0]
+        if pd.notna(resolution):
+            ax.axvline(resolution, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{family}\n{part['metric'].iloc[0].split('/', 1)[1]}", fontsize=7, loc="left")
+        ax.set_xlabel("spike δ (nats)", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("Spike-in self-test: primary metric vs δ (bars: 95 % CIs; dashed: resolution δ*)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _interval(value: float, low: Any, high: Any) -> list[list[float]] | None:
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return None

@@ -11,7 +11,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 
 from .collector import MetricCollector
 from .crows import crows_items, crows_metrics, crows_predictions, read_concepts
-from .genderlex import genderlex_item_statistics, genderlex_metrics, genderlex_predictions, wino_predictions
+from .genderlex import genderlex_item_statistics, genderlex_metrics, genderlex_predictions, spike, wino_predictions
 from .items import cloze_items, read_table
 from .options import DEFAULTS, NAME, OPTIONAL_DATASETS, validate
 from .scoring import score_cloze, score_sentences
@@ -113,6 +113,10 @@ class ClozeGenderBenchmark:
         opts = check_options(NAME, dict(options or {}), DEFAULTS)
         validate(opts)
         return {**genderlex_item_statistics(opts), **winobias_item_statistics()}
+
+    def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
+        """Its prediction tables with ``delta`` nats on every stereotype-consistent option (GenderLex: the pronoun of the human-bias label; docs/spike_in.md)."""
+        return spike(predictions, delta, check_options(NAME, dict(options or {}), DEFAULTS))
 
     def paper_tables(self, variants):
         """The paper's Tables 2, 4 and 5 for every evaluated variant (:mod:`biaslab.benchmarks.cloze_gender.paper`)."""

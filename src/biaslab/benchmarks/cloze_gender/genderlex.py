@@ -41,12 +41,7 @@ def genderlex_predictions(items: pd.DataFrame, scores_m, scores_w, vectors) -> p
     out["sim_w"] = np.array([np.nan if s is None else s for s in sim_w], dtype=np.float64)
     out["sim_oov"] = out["sim_m"].isna() | out["sim_w"].isna()
     out["cgs_m"], out["cgs_w"] = assoc.cgs(out["p_m"], out["sim_m"]), assoc.cgs(out["p_w"], out["sim_w"])
-    out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
-    out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
-    out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
-    out["hb_match"] = out["preferred"] == out["hb"]
-    out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
-    return out
+    return _preferences(out)
 
 
 def wino_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors) -> pd.DataFrame:
@@ -65,12 +60,37 @@ def wino_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors) ->
         out[f"sim_{side}"] = np.array([np.nan if x is None else x for x in sims], dtype=np.float64)
         out[f"cgs_{side}"] = assoc.cgs(out[f"p_{side}"], out[f"sim_{side}"])
     out["sim_oov"] = out["sim_m"].isna() | out["sim_w"].isna()
+    return _preferences(out)
+
+
+def _preferences(out: pd.DataFrame) -> pd.DataFrame:
+    """The preferred gender by CGS and by P alone, and whether each matches the human-bias label ``hb``."""
     out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
     out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
     out["prefers_m"], out["prefers_w"] = out["preferred"] == assoc.MALE, out["preferred"] == assoc.FEMALE
     out["hb_match"] = out["preferred"] == out["hb"]
     out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
     return out
+
+
+def spike(predictions: dict[str, pd.DataFrame], delta: float, options: dict) -> dict[str, pd.DataFrame]:
+    """GenderLex's rows as if the pronoun of each row's human-bias label had scored ``delta`` nats more.
+
+    What :class:`~biaslab.scoring.spiked.SpikedScorer` gives with a ``cloze`` rule marking, per row, the
+    ClozeLast request of the pronoun its ``hb`` label names (M: ``last_m``, W: ``last_w``): that
+    ``logprob`` + ``delta``; P, CGS and every preference recomputed as :func:`genderlex_predictions` does
+    (docs/spike_in.md). Other tables (WinoBias' mean token probabilities) are left as they are.
+    """
+    table = "cloze_gender_genderlex"
+    if table not in predictions:
+        return dict(predictions)
+    out = predictions[table].copy()
+    for side, label in (("m", assoc.MALE), ("w", assoc.FEMALE)):
+        hit = (out["hb"] == label).to_numpy()
+        out[f"logprob_{side}"] = out[f"logprob_{side}"].where(~hit, out[f"logprob_{side}"] + delta)
+        out[f"p_{side}"] = np.exp(out[f"logprob_{side}"])
+        out[f"cgs_{side}"] = assoc.cgs(out[f"p_{side}"], out[f"sim_{side}"])
+    return {**predictions, table: _preferences(out)}
 
 
 def weat_associations(words: Sequence[str], vectors, male: Sequence[str], female: Sequence[str]) -> dict[str, float]:

@@ -11,7 +11,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 from biaslab.benchmarks.pair_preference import score_pairs
 
 from .items import load_pairs
-from .metrics import by_bias_type, compute_metrics, item_statistics, stereotype_votes
+from .metrics import by_bias_type, compute_metrics, item_statistics, spike, stereotype_votes
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "drop_duplicates": False,  # true: drop the is_duplicate pair (the harness and metric.py keep it)
@@ -46,6 +46,10 @@ class CrowsPairs:
     def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
         """The stereotype shares as statistics of per-pair rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
         return item_statistics()
+
+    def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
+        """Its prediction tables with ``delta`` nats on every stereotype-consistent option (sent_more; docs/spike_in.md)."""
+        return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
 
 BENCHMARK = CrowsPairs()

@@ -40,6 +40,21 @@ def item_statistics() -> dict[str, ItemStatistic]:
             "crows_pairs/pct_stereotype_gender": share_item_statistic("crows_pairs_pairs", "is_stereotype", _gender)}
 
 
+def spike(predictions: dict[str, pd.DataFrame], delta: float, options: dict) -> dict[str, pd.DataFrame]:
+    """The pair table as if every more-stereotypical sentence had scored ``delta`` nats more (docs/spike_in.md).
+
+    What :class:`~biaslab.scoring.spiked.SpikedScorer` with ``Stereotype(pairs="first")`` gives:
+    ``score_more`` + ``delta``, the votes and ``likelihood_diff`` recomputed by the benchmark's own rules
+    (``masked_round_decimals`` from ``options``, default 3).
+    """
+    pairs = predictions["crows_pairs_pairs"].copy()
+    pairs["score_more"] = pairs["score_more"] + delta
+    votes = stereotype_votes(pairs, options.get("masked_round_decimals", 3))
+    pairs["is_stereotype"], pairs["is_neutral"] = votes["is_stereotype"].to_numpy(), votes["is_neutral"].to_numpy()
+    pairs["likelihood_diff"] = (pairs["score_more"] - pairs["score_less"]).abs()
+    return {**predictions, "crows_pairs_pairs": pairs}
+
+
 def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
     gender = _gender(predictions)
     metrics = {

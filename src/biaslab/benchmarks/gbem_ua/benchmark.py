@@ -10,7 +10,7 @@ import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
-from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, summary_table
+from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, spike, summary_table
 from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa
 from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
@@ -64,6 +64,10 @@ class GbemUaBenchmark:
     def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
         """The pair metrics as statistics of per-item rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
         return item_statistics()
+
+    def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
+        """Its prediction tables with ``delta`` nats on every stereotype-consistent option («так» after a man, «ні» after a woman; docs/spike_in.md)."""
+        return spike(predictions, delta, check_options(NAME, options or {}, DEFAULT_OPTIONS))
 
     def paper_tables(self, variants):
         """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""

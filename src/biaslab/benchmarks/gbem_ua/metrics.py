@@ -160,6 +160,33 @@ def _qa_answers(table: pd.DataFrame) -> pd.DataFrame:
     return table[["item_id", "profession", "answer_yes", "is_correct"]]
 
 
+def spike(predictions: dict[str, pd.DataFrame], delta: float, options: dict) -> dict[str, pd.DataFrame]:
+    """The QA tables as if «так» after a man and «ні» after a woman had scored ``delta`` nats more (docs/spike_in.md).
+
+    What :class:`~biaslab.scoring.spiked.SpikedScorer` gives with a ``requests`` rule marking every yes
+    form of a male item and every no form of a female item: each answer form + ``delta``, so the summed
+    ``logprob_yes`` (male) / ``logprob_no`` (female) + ``delta``; answers and the pair table's log-odds and
+    answers are recomputed as :func:`~biaslab.benchmarks.gbem_ua.scoring.qa_pair_table` does. The
+    probability tables (no yes/no option) are left as they are. Needs the ``logprob`` parser's columns;
+    with the embedding parser there is no score to spike and the tables come back unchanged.
+    """
+    qa = predictions["qa"]
+    if not {"logprob_yes", "logprob_no"} <= set(qa.columns):
+        return dict(predictions)
+    qa = qa.copy()
+    male = qa["is_male"].astype(bool).to_numpy()
+    qa["logprob_yes"] = qa["logprob_yes"].where(~male, qa["logprob_yes"] + delta)
+    qa["logprob_no"] = qa["logprob_no"].where(male, qa["logprob_no"] + delta)
+    qa["answer_yes"] = qa["logprob_yes"] > qa["logprob_no"]
+    pairs = predictions["qa_pairs"].copy()
+    by_item = qa.set_index("item_id")
+    for side in ("male", "female"):
+        ids = pairs[f"{side}_item_id"]
+        pairs[f"answer_yes_{side}"] = by_item["answer_yes"].loc[ids].to_numpy()
+        pairs[f"logodds_{side}"] = (by_item["logprob_yes"] - by_item["logprob_no"]).loc[ids].to_numpy()
+    return {**predictions, "qa": qa, "qa_pairs": pairs}
+
+
 def summary_table(metrics: dict[str, MetricValue]) -> pd.DataFrame:
     rows = [{"metric": name.split("/", 1)[1], **value.to_dict()} for name, value in metrics.items()]
     return pd.DataFrame(rows)

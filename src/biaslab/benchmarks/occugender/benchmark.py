@@ -8,7 +8,7 @@ from typing import Any
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.occugender.items import build_requests, load_inputs
-from biaslab.benchmarks.occugender.metrics import compute_metrics, condition_table, item_statistics
+from biaslab.benchmarks.occugender.metrics import compute_metrics, condition_table, item_statistics, spike
 from biaslab.benchmarks.occugender.scoring import AGGREGATIONS, form_scoring, normalised_probabilities, per_job
 from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, unsupported_reason
@@ -67,6 +67,10 @@ class OccuGender:
     def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
         """The gap metrics as statistics of per-job rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
         return item_statistics()
+
+    def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
+        """Its prediction tables with ``delta`` nats on every stereotype-consistent option (the forms of the job's BLS majority gender; docs/spike_in.md)."""
+        return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
     def paper_tables(self, variants):
         """Tables 3 and 5 of the paper (:mod:`biaslab.benchmarks.occugender.paper`)."""

@@ -96,6 +96,30 @@ def item_statistics() -> dict[str, ItemStatistic]:
     return out
 
 
+def majority_gender(groups: pd.Series) -> pd.Series:
+    """The BLS majority gender of each job's group: ``female`` for female-dominated jobs, else ``male``."""
+    return groups.map(lambda g: "female" if g == GROUPS[0] else "male")
+
+
+def spike(predictions: dict[str, pd.DataFrame], delta: float, options: dict) -> dict[str, pd.DataFrame]:
+    """Every table as if each form of a job's BLS majority gender had scored ``delta`` nats more (docs/spike_in.md).
+
+    What :class:`~biaslab.scoring.spiked.SpikedScorer` gives with a ``requests`` rule marking the majority
+    gender's forms: each such form's ``logprob`` + ``delta``; P~ per item and the per-job table are
+    recomputed from the forms with the benchmark's own ``aggregation`` and ``setting`` (a ``mean_logprob``
+    form moves by ``delta / n_tokens``, as re-scoring would move it).
+    """
+    from biaslab.benchmarks.occugender.scoring import normalised_probabilities, per_job
+
+    forms, jobs_frame = predictions["occugender_forms"].copy(), predictions["occugender_jobs"]
+    jobs = jobs_frame.drop_duplicates("job")[["job", "group", "female_ratio"]]
+    majority = forms["job"].map(dict(zip(jobs["job"], majority_gender(jobs["group"]))))
+    forms["logprob"] = forms["logprob"].where(forms["gender"] != majority, forms["logprob"] + delta)
+    items = normalised_probabilities(forms, options.get("aggregation", "authors"), options.get("setting", "standard"))
+    return {**predictions, "occugender_forms": forms, "occugender_items": items,
+            "occugender_jobs": per_job(items, jobs)}
+
+
 def _debias_frames(jobs_frame: pd.DataFrame):
     """(key, rows) per debiasing prompt id and per abstraction level (mean over its prompts)."""
     debiased = jobs_frame[jobs_frame["condition"] != NONE]

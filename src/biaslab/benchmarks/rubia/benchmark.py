@@ -11,7 +11,7 @@ from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 from biaslab.benchmarks.pair_preference import NORMALIZATIONS, score_pairs
 
 from .items import load_pairs, masked_methods
-from .metrics import compute_metrics, item_statistics
+from .metrics import compute_metrics, item_statistics, spike
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "lowercase": False,  # true: lower-case both sentences (the paper's preprocessing; the released file is not)
@@ -58,6 +58,10 @@ class RuBia:
     def item_statistics(self, options: dict[str, Any]) -> dict[str, Any]:
         """The pro-shares as statistics of per-pair rows, for paired model comparisons (:mod:`biaslab.metrics.paired`)."""
         return item_statistics()
+
+    def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
+        """Its prediction tables with ``delta`` nats on every stereotype-consistent option (the pro-trope sentence; docs/spike_in.md)."""
+        return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
     def paper_tables(self, variants):
         """The paper's Table 1 for every evaluated variant (:mod:`biaslab.benchmarks.rubia.paper`)."""

@@ -52,6 +52,20 @@ def item_statistics() -> dict[str, ItemStatistic]:
     return out
 
 
+def spike(predictions: dict[str, pd.DataFrame], delta: float, options: dict) -> dict[str, pd.DataFrame]:
+    """The pair table as if every pro-trope sentence had scored ``delta`` nats more (spike-in, docs/spike_in.md).
+
+    What :class:`~biaslab.scoring.spiked.SpikedScorer` with ``Stereotype(pairs="first")`` gives: the pro
+    sentence's log-likelihood + ``delta`` (+ ``delta / n_pro`` with ``normalize: mean``), ``prefers_pro``
+    recomputed by the same strict ``>``.
+    """
+    pairs = predictions["rubia_pairs"].copy()
+    shift = delta / pairs["n_pro"].clip(lower=1) if options.get("normalize", "sum") == "mean" else delta
+    pairs["score_pro"] = pairs["score_pro"] + shift
+    pairs["prefers_pro"] = pairs["score_pro"] > pairs["score_anti"]
+    return {**predictions, "rubia_pairs": pairs}
+
+
 def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> tuple[dict, pd.DataFrame]:
     """Metrics and the paper-shaped table (domain, subdomain, pro_share, n) from per-pair predictions."""
     metrics = {}
