@@ -21,7 +21,9 @@ BOOTSTRAP_USERS = (
     "biaslab.benchmarks.lm_quality",
     "biaslab.benchmarks.occugender.metrics",
     "biaslab.benchmarks.pair_preference",
+    "biaslab.calibration.spike_in",
     "biaslab.metrics.paired",
+    "biaslab.registry.paired_rules",
 )
 
 

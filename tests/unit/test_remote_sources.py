@@ -101,7 +101,8 @@ def test_no_mirror_prepare_and_corpus_loading_from_the_fake_remote(tmp_path, rem
     with_mirror = tmp_path / "with-mirror" / "prepared"
     prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(with_mirror), allow_download=False,
                                    lm_heldout=no_heldout)))
-    for table in sorted(p.name for p in with_mirror.iterdir()):  # the same tables as from the mirror, byte for byte
+    tables = sorted(p.relative_to(with_mirror) for p in with_mirror.rglob("*") if p.is_file())  # splits' folders too
+    for table in tables:  # the same tables as from the mirror, byte for byte
         assert (Path(cfg.prepared_dir) / table).read_bytes() == (with_mirror / table).read_bytes(), table
     assert report["tables"]["occugender_jobs.parquet"] == 40
     raw = tmp_path / "data" / "raw"

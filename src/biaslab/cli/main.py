@@ -309,8 +309,8 @@ def promote(
                       f"{params.registry.champion_model} version {decision.champion_version}, now "
                       f"@{registry.CHAMPION}")
         return
-    failed = [r.metric for r in decision.results if not r.passed]
-    console.print(f"[red]refused:[/] {variant} failed {', '.join(failed)}; "
+    failed = "; ".join(f"{r.metric} ({r.reason})" for r in decision.results if not r.passed)  # whole, for a log
+    console.print(f"[red]refused:[/] {variant} failed {failed}; "
                   f"the decision is recorded in experiment {params.registry.promotions_experiment!r} and as "
                   f"promotion.* tags on version {decision.version}")
     raise typer.Exit(EXIT_REFUSED)
