@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.requests import load_request_sets  # noqa: E402
+from bench.request_sets import load_request_sets  # noqa: E402
 from biaslab.scoring.causal import CausalScorer  # noqa: E402
 from biaslab.scoring.requests import Request  # noqa: E402
 from biaslab.scoring.tokenization import encode_request, encode_requests  # noqa: E402
