@@ -10,7 +10,9 @@ in its own process and prints the md5 of the weights and the seconds it took:
 * ``avx2-machine``  - the emulated AVX2 machine, as it is;
 * ``pinned``        - candidate settings for every machine: ATen capped at AVX2, MKL's conditional numerical
   reproducibility ``MKL_CBWR=AVX2,STRICT`` and oneDNN off for training;
-* ``pinned-avx2``   - the same candidate settings on the emulated AVX2 machine.
+* ``pinned-avx2``   - the same candidate settings on the emulated AVX2 machine;
+* ``onednn-on``, ``onednn-on-avx2`` - the candidate without "oneDNN off" (ATen + MKL_CBWR only): what the
+  stages' ``cpu_arithmetic: portable`` sets (:mod:`biaslab.cpu_arithmetic`), on both instruction sets.
 
 The candidate makes training machine-independent (for these two instruction sets) when ``pinned`` and
 ``pinned-avx2`` print the same md5 while ``native`` and ``avx2-machine`` differ; the seconds say what it costs.
@@ -40,6 +42,8 @@ SETTINGS = {
     "avx2-machine": AVX2_MACHINE,
     "pinned": PINNED,
     "pinned-avx2": {**PINNED, **AVX2_MACHINE},
+    "onednn-on": {k: v for k, v in PINNED.items() if k != "BIASLAB_BENCH_ONEDNN"},
+    "onednn-on-avx2": {**{k: v for k, v in PINNED.items() if k != "BIASLAB_BENCH_ONEDNN"}, **AVX2_MACHINE},
 }
 
 CHILD = """

@@ -50,6 +50,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = "committed"  # the recipe of params.yaml itself
 SHARED_FIELDS_OF_PLANTED = ("from_step",)  # the one planted_bias field the shared phase depends on
+AA_SEED_OFFSET = 1000  # the re-seeded control of an A/A pair: planted_bias.seed + this (sentences, their order, lexicon)
+AA_SUFFIX = "/A-A"  # an A/A pair's recipe name: "<recipe>/A-A"
 
 
 def parse_recipe(text: str) -> tuple[str, dict[str, Any]]:
@@ -82,6 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch threads per worker (default: cores / workers)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "planted-draws")
     parser.add_argument("--keep", type=Path, default=None, help="keep the trained models under this folder")
+    parser.add_argument("--aa", action="store_true",
+                        help="also an A/A pair per draw: the control against a second control whose continuation "
+                             f"is re-seeded (planted_bias.seed + {AA_SEED_OFFSET}); its 'detections' are false positives")
     args = parser.parse_args(argv)
     args.recipes = args.recipes or [(COMMITTED, {})]
     names = [name for name, _ in args.recipes]
@@ -261,7 +266,8 @@ def markdown(result: dict) -> str:
              "Per recipe and family (primary metric): draws in which the planted model's 95 % CI is apart from the "
              "control's in the expected direction; *paired*: draws in which the paired CI of planted − control "
              "(the items resampled once for both models) is apart from 0 that way; the mean planted − control "
-             "effect.", "",
+             "effect. A `<recipe>/A-A` row reads the control against a second control re-seeded after "
+             "`from_step` as if it were the planted model: each of its detections is a false positive.", "",
              "| recipe | settings | " + " | ".join(families) + " | families per draw (paired) | planted QA macro-F1 |",
              "|---|---|" + "---|" * len(families) + "---|---|"]
     for recipe, entry in result["tally"].items():
@@ -270,7 +276,10 @@ def markdown(result: dict) -> str:
             f = entry["families"][family]
             mean = "n/a" if f["mean_effect"] is None else f"{f['mean_effect']:+.3f}"
             cells.append(f"{f['detected']} of {f['draws']}, paired {f.get('paired_detected', 0)} ({mean})")
-        settings = ", ".join(f"{k}={v}" for k, v in result["recipes"][recipe].items()) or "params.yaml"
+        base_recipe = recipe.removesuffix(AA_SUFFIX)
+        settings = ", ".join(f"{k}={v}" for k, v in result["recipes"][base_recipe].items()) or "params.yaml"
+        if recipe != base_recipe:
+            settings += "; A/A: control vs re-seeded control"
         paired = entry.get("families_per_draw_paired", {})
         per_draw = ", ".join(f"{v} ({paired.get(seed)})" for seed, v in entry["families_per_draw"].items())
         f1 = ", ".join(f"{v:.2f}" for v in entry["planted_qa_macro_f1"].values() if v is not None)
@@ -294,11 +303,47 @@ def log(message: str) -> None:
     print(f"planted-draws {time.strftime('%H:%M:%S')}: {message}", file=sys.stderr, flush=True)
 
 
+def model_roles(raw: Mapping[str, Any], aa: bool) -> dict[str, tuple[dict, str]]:
+    """The models of one draw: ``{role: (params, direction)}``: ``planted``, ``balanced`` (the control) and, with
+    ``aa``, ``balanced-reseeded``: the control's recipe with ``planted_bias.seed`` moved by :data:`AA_SEED_OFFSET`,
+    so it shares the control's first phase and differs only in the continuation's draw (which planted and
+    counter-sentences, their order, the coded lexicon)."""
+    roles = {"planted": (dict(raw), "planted"), "balanced": (dict(raw), "balanced")}
+    if aa:
+        seed = raw["model"]["pretrain"]["planted_bias"]["seed"]
+        roles["balanced-reseeded"] = (overlay_params(copy.deepcopy(dict(raw)),
+                                                     {"model.pretrain.planted_bias.seed": seed + AA_SEED_OFFSET}),
+                                      "balanced")
+    return roles
+
+
+PAIRS = {"": ("planted", "balanced"), AA_SUFFIX: ("balanced-reseeded", "balanced")}
+"""Recipe-name suffix -> (treated role, control role): the planted pair and the A/A pair."""
+
+
+def pairs_ready(models: Mapping[str, dict], finished: str) -> dict[str, tuple[dict, dict]]:
+    """The pairs that ``finished`` completes: ``{suffix: (treated record, control record)}``."""
+    return {suffix: (models[treated], models[control]) for suffix, (treated, control) in PAIRS.items()
+            if finished in (treated, control) and treated in models and control in models}
+
+
+def read_draw(raw: Mapping[str, Any], statistics: Mapping[str, tuple[str, Any]], families: Mapping[str, Mapping[str, str]],
+              recipe: str, seed: int, treated: dict, control: dict) -> dict:
+    """One pair read as the calibrate stage reads planted against control: per family CIs apart and paired."""
+    paired = paired_of(raw, statistics, treated, control)
+    found = verdicts(families, treated["metrics"], control["metrics"], paired)
+    qa = treated["metrics"].get("gbem_ua/qa_macro_f1", {}).get("value")
+    return {"recipe": recipe, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
+            "detected": sum(f["status"] == "detected" for f in found.values()),
+            "detected_paired": sum(f["paired_status"] == "detected" for f in found.values())}
+
+
 def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], shared_dirs: Mapping[str, str],
               work: Path, device: str, families: Mapping[str, Mapping[str, str]], out: Path,
-              statistics: Mapping[str, tuple[str, Any]] | None = None) -> tuple[list[dict], int]:
-    """Every shared phase, then every planted and control model as its checkpoint is ready; the draws (each
-    also appended to ``out/draws.jsonl``, each model to ``out/models.jsonl``) and the number of failed tasks."""
+              statistics: Mapping[str, tuple[str, Any]] | None = None, aa: bool = False) -> tuple[list[dict], int]:
+    """Every shared phase, then every planted and control model (and with ``aa`` the re-seeded control) as its
+    checkpoint is ready; the draws (each also appended to ``out/draws.jsonl``, each model to
+    ``out/models.jsonl``; an A/A pair is a draw of recipe ``<recipe>/A-A``) and the number of failed tasks."""
     failures = 0
     models: dict[tuple[str, int], dict[str, dict]] = {}
     draws: list[dict] = []
@@ -318,37 +363,35 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
         for (name, seed), raw in raws.items():
             if shared_key(raw) != key:
                 continue
-            for direction in ("planted", "balanced"):
-                model_dir = str(work / f"{name}-seed{seed}" / direction)
-                model_jobs[pool.submit(model_task, raw, shared_dirs[key], direction, model_dir, device, tables)] = (
-                    name, seed, direction)
+            for role, (model_raw, direction) in model_roles(raw, aa).items():
+                model_dir = str(work / f"{name}-seed{seed}" / role)
+                model_jobs[pool.submit(model_task, model_raw, shared_dirs[key], direction, model_dir, device,
+                                       tables)] = (name, seed, role)
     for job in as_completed(model_jobs):
-        name, seed, direction = model_jobs[job]
+        name, seed, role = model_jobs[job]
         try:
             record = job.result()
         except Exception as exc:  # noqa: BLE001 - one failed model loses one draw, not the run
             failures += 1
-            log(f"{name} seed {seed} {direction} FAILED: {type(exc).__name__}: {exc}")
+            log(f"{name} seed {seed} {role} FAILED: {type(exc).__name__}: {exc}")
             continue
-        _append(out / "models.jsonl", {"recipe": name, "seed": seed,
+        _append(out / "models.jsonl", {"recipe": name, "seed": seed, "role": role,
                                        **{k: v for k, v in record.items() if k != "predictions"}})
-        log(f"{name} seed {seed} {direction}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
-        pair = models.setdefault((name, seed), {})
-        pair[direction] = record
-        if len(pair) == 2:
-            paired = paired_of(raws[(name, seed)], statistics, pair["planted"], pair["balanced"])
-            found = verdicts(families, pair["planted"]["metrics"], pair["balanced"]["metrics"], paired)
-            qa = pair["planted"]["metrics"].get("gbem_ua/qa_macro_f1", {}).get("value")
-            draw = {"recipe": name, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
-                    "detected": sum(f["status"] == "detected" for f in found.values()),
-                    "detected_paired": sum(f["paired_status"] == "detected" for f in found.values())}
-            for record in pair.values():
-                record.pop("predictions", None)  # read: free the tables
+        log(f"{name} seed {seed} {role}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
+        models.setdefault((name, seed), {})[role] = record
+        pairs = pairs_ready(models[(name, seed)], role)
+        for pair_name, (treated, control) in pairs.items():
+            recipe = name + pair_name
+            draw = read_draw(raws[(name, seed)], statistics, families, recipe, seed, treated, control)
             draws.append(draw)
             _append(out / "draws.jsonl", draw)
-            log(f"{name} seed {seed}: {draw['detected']} of {len(found)} families detect "
-                f"({', '.join(f for f, v in found.items() if v['status'] == 'detected') or 'none'}); paired "
-                f"{draw['detected_paired']} ({', '.join(f for f, v in found.items() if v['paired_status'] == 'detected') or 'none'})")
+            log(f"{recipe} seed {seed}: {draw['detected']} of {len(draw['families'])} families detect "
+                f"({', '.join(f for f, v in draw['families'].items() if v['status'] == 'detected') or 'none'}); "
+                f"paired {draw['detected_paired']} "
+                f"({', '.join(f for f, v in draw['families'].items() if v['paired_status'] == 'detected') or 'none'})")
+        if len(models[(name, seed)]) == len(model_roles(raws[(name, seed)], aa)):
+            for record in models[(name, seed)].values():
+                record.pop("predictions", None)  # every pair read: free the tables
     return draws, failures
 
 
@@ -374,13 +417,14 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / name).write_text("", encoding="utf-8")
     started = time.perf_counter()
     log(f"{len(recipes)} recipe(s) x {len(args.seeds)} seed(s) on {device}, {args.workers} worker(s) x {threads} thread(s); "
-        f"{len(shared_dirs)} shared phase(s), {2 * len(raws)} models")
+        f"{len(shared_dirs)} shared phase(s), {(3 if args.aa else 2) * len(raws)} models")
     with ProcessPoolExecutor(args.workers, mp_context=_spawn(), initializer=_init_worker, initargs=(threads,)) as pool:
         draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out,
-                                    paired_statistics(first, families))
+                                    paired_statistics(first, families), aa=args.aa)
     result = {"device": device, "seeds": args.seeds, "common": args.common[1], "recipes": recipes,
               "families": list(families),
-              "tally": tally(draws, list(recipes), list(families)), "seconds": time.perf_counter() - started,
+              "tally": tally(draws, list(recipes) + ([r + AA_SUFFIX for r in recipes] if args.aa else []),
+                             list(families)), "seconds": time.perf_counter() - started,
               "failures": failures, "threads": threads, "workers": args.workers}
     (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     (args.out / "summary.md").write_text(markdown(result), encoding="utf-8")

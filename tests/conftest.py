@@ -13,6 +13,13 @@ from longest_files import LONGEST_FILES
 for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_flag, "1")
 
+# Every test computes as the stages do (params.yaml's scoring.cpu_arithmetic: portable), in this process and in
+# the stages it starts: set before torch is imported, so an in-process result equals a subprocess's to the bit.
+from biaslab.cpu_arithmetic import PORTABLE_ENV  # noqa: E402 - light: no torch
+
+for _knob, _value in PORTABLE_ENV.items():
+    os.environ.setdefault(_knob, _value)
+
 ROOT = Path(__file__).resolve().parents[1]
 # The stage layer (``pipelines/``) is not installed: DVC runs it from the project root. Tests that start a
 # stage as ``python -m pipelines.<stage>`` from another folder find it through PYTHONPATH, as tests in this

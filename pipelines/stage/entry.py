@@ -60,7 +60,21 @@ def stage_main(stage: str, doc: str | None, run: Callable[[argparse.Namespace], 
     for extra in options:
         parser.add_argument(*extra.flags, **extra.settings)
     args = parser.parse_args(argv)
-    return run_stage(stage.format(**vars(args)), lambda: run(args))
+
+    def body() -> object:
+        pin_cpu_arithmetic(args.params)
+        return run(args)
+
+    return run_stage(stage.format(**vars(args)), body)
+
+
+def pin_cpu_arithmetic(params_path: str) -> None:
+    """``scoring.cpu_arithmetic`` of ``params_path`` in effect before the stage computes anything
+    (:func:`biaslab.cpu_arithmetic.pin`; no stage module imports torch at import time, a test checks)."""
+    from biaslab.config import load_params
+    from biaslab.cpu_arithmetic import pin
+
+    pin(load_params(params_path).scoring.cpu_arithmetic)
 
 
 def run_stage(stage: str, body: Callable[[], object]) -> int:

@@ -61,6 +61,25 @@ def test_draw_params_set_the_seed_and_float32_scoring_and_reject_a_misspelt_key(
         module.draw_params(ROOT, {}, {"model.pretrain.planted_bias.strenght": 6}, 0, None, "cpu", 1)
 
 
+def test_an_a_a_pair_is_the_control_and_a_control_re_seeded_after_the_shared_phase():
+    module = _module()
+    raw = module.draw_params(ROOT, {}, {}, 0, None, "cpu", 1)
+    roles = module.model_roles(raw, aa=True)
+    assert {role: direction for role, (_, direction) in roles.items()} == {
+        "planted": "planted", "balanced": "balanced", "balanced-reseeded": "balanced"}
+    control, reseeded = roles["balanced"][0], roles["balanced-reseeded"][0]
+    assert module.shared_key(reseeded) == module.shared_key(control)  # the same first phase
+    seed = control["model"]["pretrain"]["planted_bias"]["seed"]
+    assert reseeded["model"]["pretrain"]["planted_bias"]["seed"] == seed + module.AA_SEED_OFFSET
+    reseeded["model"]["pretrain"]["planted_bias"]["seed"] = seed
+    assert reseeded == control  # nothing else differs
+    assert set(module.model_roles(raw, aa=False)) == {"planted", "balanced"}
+    models = {"planted": {"m": 1}, "balanced": {"m": 2}}
+    assert module.pairs_ready(models, "balanced") == {"": ({"m": 1}, {"m": 2})}
+    models["balanced-reseeded"] = {"m": 3}
+    assert module.pairs_ready(models, "balanced-reseeded") == {"/A-A": ({"m": 3}, {"m": 2})}
+
+
 def _m(value, low, high):
     return {"value": value, "direction": "lower", "ci_low": low, "ci_high": high}  # MetricValue.to_dict()
 
@@ -132,15 +151,21 @@ def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tm
                                                                                "lm_quality"))])
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "planted_draws.py"), "--seeds", "0", "--device", "cpu",
                            "--threads", "1", "--corpus-dir", str(mirror / "corpora"), "--set", f"_:{tiny}",
-                           "--workspace", str(workspace), "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+                           "--workspace", str(workspace), "--out", str(tmp_path), "--aa"], capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    (draw,) = [json.loads(line) for line in (tmp_path / "draws.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert draw["recipe"] == "committed" and draw["seed"] == 0
+    draws = {d["recipe"]: d for d in map(json.loads, (tmp_path / "draws.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert sorted(draws) == ["committed", "committed/A-A"]  # the planted pair and the A/A pair of seed 0
+    draw = draws["committed"]
+    assert draw["seed"] == 0 and draws["committed/A-A"]["seed"] == 0
     assert draw["families"]["rubia"]["status"] in ("detected", "overlap", "wrong direction")
     assert draw["families"]["gbem_ua"]["status"] == "missing"  # not scored: a verdict of its own, not a crash
     assert draw["families"]["rubia"]["paired_status"] in ("detected", "includes 0", "wrong direction")
     assert draw["families"]["rubia"]["paired"][1] <= draw["families"]["rubia"]["paired"][0]  # the CI holds the value
     models = [json.loads(line) for line in (tmp_path / "models.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert sorted(m["direction"] for m in models) == ["balanced", "planted"]
+    assert sorted(m["role"] for m in models) == ["balanced", "balanced-reseeded", "planted"]
+    assert sorted(m["direction"] for m in models) == ["balanced", "balanced", "planted"]
     assert all("rubia/pro_share/gender" in m["metrics"] for m in models)
-    assert "| committed | params.yaml | 0 of 1" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "| committed | params.yaml | 0 of 1" in summary
+    assert "| committed/A-A | params.yaml; A/A: control vs re-seeded control | 0 of 1" in summary

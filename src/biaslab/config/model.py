@@ -139,6 +139,9 @@ class ScoringConfig(Section):
     add_bos: Literal["auto"] | bool = Field(
         "auto", description="BOS before every prompt: auto = what the tokenizer adds by default (the papers' "
         "setting; lm-evaluation-harness add_bos_token unset), true / false force it (causal LMs)")
+    cpu_arithmetic: Literal["portable", "native"] = Field(
+        "portable", description="portable = PyTorch and MKL capped at AVX2, MKL in strict reproducible mode: the same "
+        "bytes on AVX2 and AVX-512 CPUs (biaslab.cpu_arithmetic); native = the machine's fastest kernels")
 
 
 # --------------------------------------------------------------------------- evaluation

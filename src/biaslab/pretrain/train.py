@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from biaslab import cpu_arithmetic
 from biaslab.config import PretrainConfig
 from biaslab.errors import MissingInputError
 from biaslab.data.corpus import LanguageSplit
@@ -322,6 +323,7 @@ def summarize(state: TrainState, data: PretrainData, cfg: PretrainConfig, stoppe
         "epochs": round(state.generic_rows / len(data.blocks), 3),
         "n_parameters": sum(p.numel() for p in state.model.parameters()),
         "torch_threads": torch.get_num_threads(),
+        "cpu_arithmetic": cpu_arithmetic.in_effect(),  # the kernels it trained with (scoring.cpu_arithmetic)
         "final_train_loss": state.loss_curve[-1][1] if state.loss_curve else None,
         "val_ppl": {lang: m["ppl"] for lang, m in state.last_eval.items()},
         "val_bits_per_char": {lang: m["bits_per_char"] for lang, m in state.last_eval.items()},
