@@ -397,8 +397,9 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    here_dir = Path(__file__).resolve().parent  # bench/ holds requests.py: never shadow the requests package
-    sys.path[:] = [str(ROOT / "src")] + [p for p in sys.path if Path(p or ".").resolve() != here_dir]
+    here_dir = Path(__file__).resolve().parent  # bench/ first on sys.path could shadow an installed package
+    # the library, and the root for the calibrate stage's item statistics (pipelines.calibrate)
+    sys.path[:] = [str(ROOT / "src"), str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != here_dir]
     device = resolve_device(args.device)
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.workers)
     workspace = args.workspace.resolve()

@@ -1,0 +1,121 @@
+"""The gate's non-inferiority tolerances, measured on the *selection* items of the default recipe's models.
+
+The gate (docs/gate.md) refuses a variant whose paired CI of (variant − base) crosses −tolerance for GBEM-UA's
+QA macro-F1 or +tolerance for held-out bits per character. A tolerance needs a named reference, measured on
+items no verdict reads: this script scores models on the *select* sets (GBEM-UA's validation professions,
+lm_quality's selection chunks; docs/splits.md), never on the test items the gate judges. Two references:
+
+* **retraining noise (A/A, the tolerance)**: the control model against ``--aa N`` controls re-seeded after
+  the shared phase (``planted_bias.seed`` + 1000·k, as ``bench/planted_draws.py --aa``): two models of one
+  recipe that differ only in their draw. The tolerance is the largest |difference| over the N pairs, rounded
+  up to 3 decimals: a variant may lose no more quality than re-training the same recipe can;
+* **planted − control** (shown for comparison): what the planted text itself changes.
+
+    python bench/gate_tolerances.py --aa 3     # after `dvc repro control_model` (models/pretrain, models/control)
+
+Output: a markdown table on stdout and ``bench/results/gate-tolerances.json`` (git-ignored). The values go
+into ``params.yaml`` ``registry.gate.rules[...].tolerance`` by hand, with the reference they came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+METRICS = {"gbem_ua/qa_macro_f1": "higher", "lm_quality/bits_per_char": "lower"}
+"""The gate's harm metrics: name -> which way is better."""
+
+
+def score_on_selection(params, model_dir: str, root: Path) -> dict:
+    """GBEM-UA and lm_quality of the model in ``model_dir`` on the selection items: ``{metric: MetricValue}``."""
+    from biaslab.config import Params
+    from biaslab.evaluation import suite
+
+    raw = copy.deepcopy(params.model_dump(mode="json"))
+    raw["variants"]["base"]["model_dir"] = model_dir
+    for name, entry in raw["evaluation"]["benchmarks"].items():
+        entry["enabled"] = name in {m.split("/")[0] for m in METRICS}
+    scored = Params.model_validate(raw)
+    under_test = suite.load_variant(scored, "base", root)
+    under_test.ctx = dataclasses.replace(under_test.ctx, split="select", progress=False)
+    return suite.run_benchmarks(scored, under_test, root).metrics
+
+
+AA_SEED_STEP = 1000  # re-seeded control k: planted_bias.seed + k * this (k = 1, 2, ...)
+
+
+def train_reseeded_control(params, k: int, out_dir: Path, root: Path) -> None:
+    """The control's recipe continued from the shared phase with ``planted_bias.seed`` moved by ``k`` steps."""
+    from biaslab.config import Params
+    from biaslab.pretrain.phases import continue_training, save_continued
+
+    raw = copy.deepcopy(params.model_dump(mode="json"))
+    raw["model"]["pretrain"]["planted_bias"]["seed"] += k * AA_SEED_STEP
+    reseeded = Params.model_validate(raw)
+    checkpoint = root / reseeded.model.pretrain.planted_bias.checkpoint_dir
+    save_continued(continue_training(reseeded, checkpoint, "balanced", desc=f"re-seeded control {k}"), out_dir)
+
+
+def tolerances(planted: dict, control: dict, reseeded: list[dict]) -> dict:
+    """Per harm metric: the models' ``[value, low, high]``, planted − control, each A/A difference
+    (re-seeded − control) and the tolerance: the largest |A/A difference| rounded up to 3 decimals."""
+    import math
+
+    def triple(mv):
+        return [mv.value, mv.ci_low, mv.ci_high]
+
+    out = {}
+    for name in METRICS:
+        aa = [r[name].value - control[name].value for r in reseeded]
+        out[name] = {"planted": triple(planted[name]), "control": triple(control[name]),
+                     "reseeded": [triple(r[name]) for r in reseeded],
+                     "planted_minus_control": planted[name].value - control[name].value, "aa_differences": aa,
+                     "tolerance": math.ceil(max(map(abs, aa)) * 1000) / 1000 if aa else None}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
+    parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gate-tolerances.json")
+    parser.add_argument("--aa", type=int, default=3, help="re-seeded controls to train (the A/A pairs)")
+    parser.add_argument("--models", type=Path, default=ROOT / "bench" / "results" / "gate-tolerances-models",
+                        help="where the re-seeded controls are kept (one is reused when it exists)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    from biaslab.config import load_params
+    from biaslab.cpu_arithmetic import pin
+
+    params = load_params(args.params)
+    pin(params.scoring.cpu_arithmetic)  # as the stages compute
+    planted = score_on_selection(params, params.model.output_dir, args.root)
+    control = score_on_selection(params, params.calibrate.control_dir, args.root)
+    reseeded = []
+    for k in range(1, args.aa + 1):
+        model_dir = args.models / f"control-reseeded-{k}"
+        if not (model_dir / "training_summary.json").is_file():
+            train_reseeded_control(params, k, model_dir, args.root)
+        reseeded.append(score_on_selection(params, str(model_dir), args.root))
+    result = tolerances(planted, control, reseeded)
+    print("| metric (selection items) | planted | control | re-seeded controls | planted − control "
+          "| A/A differences | tolerance |")
+    print("|---|---|---|---|---|---|---|")
+    for name, row in result.items():
+        aa = ", ".join(f"{d:+.4f}" for d in row["aa_differences"])
+        again = ", ".join(f"{r[0]:.4f}" for r in row["reseeded"])
+        tol = "n/a" if row["tolerance"] is None else f"{row['tolerance']:.3f}"
+        print(f"| {name} | {row['planted'][0]:.4f} | {row['control'][0]:.4f} | {again} "
+              f"| {row['planted_minus_control']:+.4f} | {aa} | {tol} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
