@@ -16,7 +16,8 @@ repository's with the overlay :data:`OVERLAY` (printed before the run):
 * ``lora.quantization: 4bit`` (QLoRA NF4), ``lora.mixed_precision`` / ``gradient_checkpointing`` /
   ``optimizer: auto`` (bf16 or fp16, checkpointing, ``paged_adamw_8bit``), a few steps;
 * ``data.sample.per_group: 4`` (:mod:`biaslab.data.sample`: a few professions / pairs per reported group),
-  2 Optuna trials of 2 steps, 200 bootstrap samples.
+  2 Optuna trials of 2 steps (every variant's own study too: :func:`shrink_variant_studies`), 200 bootstrap
+  samples.
 
 Then ``dvc repro`` of every stage, and checks: each variant has metrics, every stored and registered full
 model is bf16, the LoRA variant trained as planned (cuda, 4bit, mixed precision), the registry holds every
@@ -90,8 +91,23 @@ def smoke_params(source: Path, mirror: Path, cpu: bool) -> dict:
     overlay = {**OVERLAY, **(CPU_OVERLAY if cpu else {}), "model.source": str(source),
                "data.mirror_dir": str(mirror)}
     params = overlay_params(params, overlay)
+    shrink_variant_studies(params, overlay["tune.n_trials"], overlay["tune.trial_max_steps"])
     Params.model_validate(params)  # an overlay key that no longer exists fails here, naming the key
     return params
+
+
+def shrink_variant_studies(params: dict, n_trials: int, trial_max_steps: int) -> None:
+    """A variant with its own study (``tune_overrides``) gets the smoke's trial budget too: its own
+    ``n_trials``/``trial_max_steps`` and a ``max_steps`` search list would otherwise run the full study
+    (the first H200 run spent its whole lease in ``tune_variant@lora_clp``'s 90-step trials)."""
+    for variant in params.get("variants", {}).values():
+        overrides = variant.get("tune_overrides") or {}
+        if not overrides:
+            continue
+        overrides["n_trials"], overrides["trial_max_steps"] = n_trials, trial_max_steps
+        space = overrides.get("search_space") or {}
+        if isinstance(space.get("max_steps"), list):
+            space["max_steps"] = [trial_max_steps]
 
 
 def copy_workspace(work: Path, mirror: Path) -> None:

@@ -35,6 +35,11 @@ def test_the_overlay_is_valid_params_for_bf16_and_4bit(tmp_path, cpu):
     assert params.data.sample is not None and params.data.sample.per_group == 4
     assert (params.lora.quantization, params.scoring.device) == (("none", "cpu") if cpu else ("4bit", "cuda"))
     assert params.tune.n_trials == 2
+    studies = {name: params.tune_for(name) for name, v in params.variants.items() if v.tune_overrides}
+    assert studies, "params.yaml has variants with their own study: the smoke must shrink them too"
+    for name, study in studies.items():  # each variant's own study runs the smoke's budget, not 4 x 90 steps
+        assert (study.n_trials, study.trial_max_steps) == (2, 2), name
+        assert study.search_space.get("max_steps", [2]) == [2], name
 
 
 def test_overlay_keys_must_exist():
