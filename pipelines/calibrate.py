@@ -96,15 +96,16 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     mitigation = {m: statistics[m] for m in cfg.mitigation_metrics if m in statistics}
     changes = {name: paired_differences(mitigation, predictions(name), base_tables, label=f"{name} vs base", **pairing)
                for name in variants}
+    across = draws_section(params, root)
     report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
-                       planted_info(params, root), paired, changes)
+                       planted_info(params, root), paired, changes, across[0])
     effects = {d.metric: d.effect for d in report.detections if d.primary}
     spike_rows = spike_in.table(spikes, effects)
     markdown = report.markdown + "\n" + spike_in.render_markdown(spikes, SPIKED, effects)
     atomic_write_text(root / REPORT, markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
     atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_rows).to_csv(index=False))
-    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes)}
+    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes), **across[1]}
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("calibrate", variant=CONTROL) as mlflow_run:
         for name, value in numbers.items():
@@ -117,8 +118,20 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
             tracking.log_figure(spike_in_figure(spike_rows), "calibration/spike_in.png")
         run_file.write(root / RUN_FILE, run_id=mlflow_run.info.run_id, **{
             "families_detected": numbers.get("calibration/families_detected"),
-            "families": numbers.get("calibration/families")})
+            "families": numbers.get("calibration/families"),
+            "families_detected_across_draws": numbers.get("calibration/draws/families_detected")})
     return numbers
+
+
+def draws_section(params: Params, root: Path) -> tuple[str, dict[str, float]]:
+    """The report's across-draw section and its metrics, from ``calibrate.draws`` (``("", {})`` when unset)."""
+    from biaslab.calibration import draws
+
+    cfg = params.calibrate
+    if not cfg.draws:
+        return "", {}
+    rows = draws.across_draws(draws.read_draws(root / cfg.draws), cfg.families, cfg.draws_recipe, cfg.draws_alpha)
+    return draws.render_markdown(rows, cfg.draws), draws.mlflow_metrics(rows)
 
 
 def item_statistics(params: Params, metrics: list[str]) -> dict[str, tuple[str, object]]:

@@ -35,12 +35,13 @@ def write_workspace(root: Path, mirror: Path, model, tokenizer, splits: Sequence
 
 
 def copy_pipeline(dest: Path, root: Path) -> None:
-    """The files a ``dvc repro`` runs from - ``dvc.yaml``, ``params.yaml``, ``src/``, ``pipelines/`` (tracked or not ignored)."""
+    """The files a ``dvc repro`` runs from - ``dvc.yaml``, ``params.yaml``, ``src/``, ``pipelines/`` and the committed
+    draws calibrate reads (``metrics/draws/``), tracked or not ignored."""
     import shutil
     import subprocess
 
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "dvc.yaml",
-                             "params.yaml", "src", "pipelines"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+                             "params.yaml", "src", "pipelines", "metrics/draws"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
     for rel in listed:
         if (root / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -189,8 +189,9 @@ def _paired(p: PairedDifference | None) -> str:
 
 
 def render_markdown(detections: list[Detection], removals: list[Removal], quality: Mapping[str, Mapping[str, MetricValue]],
-                    planted_info: Mapping[str, object]) -> str:
-    """``reports/calibration.md``."""
+                    planted_info: Mapping[str, object], across_draws: str = "") -> str:
+    """``reports/calibration.md``; ``across_draws``: the draws' section (:mod:`.draws`), which then leads, and
+    this run's count is labelled as one draw."""
     families = list(dict.fromkeys(d.family for d in detections))
     primary = {d.family: d for d in detections if d.primary}
     n_detected = sum(primary[f].detected for f in families)
@@ -206,8 +207,11 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
         "",
         "Planted bias: " + ", ".join(f"{k} = {v}" for k, v in planted_info.items()),
         "",
-        f"**{n_detected} of {len(families)} benchmark families detect the planted bias** (CIs apart). "
-        f"By the paired reading, {n_paired} of {len(families)}.",
+        *([across_draws] if across_draws else []),
+        (f"This run is one draw: in it {n_detected} of {len(families)} families detect the planted bias (CIs "
+         f"apart), {n_paired} of {len(families)} by the paired reading." if across_draws else
+         f"**{n_detected} of {len(families)} benchmark families detect the planted bias** (CIs apart). "
+         f"By the paired reading, {n_paired} of {len(families)}."),
         "",
         "## Verdict per family",
         "",
@@ -328,7 +332,8 @@ def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: 
               quality_metrics: list[str], base: Mapping[str, MetricValue], control: Mapping[str, MetricValue],
               variants: Mapping[str, Mapping[str, MetricValue]], planted_info: Mapping[str, object],
               paired: Mapping[str, PairedDifference] | None = None,
-              paired_changes: Mapping[str, Mapping[str, PairedDifference]] | None = None) -> CalibrationReport:
+              paired_changes: Mapping[str, Mapping[str, PairedDifference]] | None = None,
+              across_draws: str = "") -> CalibrationReport:
     """Detections, removed shares of every mitigation variant and the markdown report.
 
     ``base`` holds the planted (default) model's metrics, ``variants`` every other evaluated variant's;
@@ -349,7 +354,8 @@ def calibrate(families: Mapping[str, Mapping[str, Change]], mitigation_metrics: 
     quality = {name: {m: ms[m] for m in quality_metrics if m in ms}
                for name, ms in {"base": base, **variants, "control": control}.items()}
     quality = {k: v for k, v in quality.items() if v}
-    return CalibrationReport(detections, removals, render_markdown(detections, removals, quality, planted_info))
+    return CalibrationReport(detections, removals,
+                             render_markdown(detections, removals, quality, planted_info, across_draws))
 
 
 def paired_differences(statistics: Mapping[str, Any], first: Mapping[str, Any], second: Mapping[str, Any], *,

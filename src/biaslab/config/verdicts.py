@@ -25,6 +25,12 @@ class CalibrateConfig(Section):
         description="spike-in self-test: nats added to every stereotype-consistent option (docs/spike_in.md); "
                     "starts at 0, increasing")
 
+    draws: str | None = Field(
+        None, description="draws.jsonl of bench/planted_draws.py --aa (committed): the report's headline counts "
+                          "families by the across-draw test on it (biaslab.calibration.draws); null = one draw only")
+    draws_recipe: str = Field("committed", description="the recipe of the draws file the headline reads")
+    draws_alpha: float = Field(0.05, gt=0, lt=1, description="the across-draw test's level (one-sided)")
+
     @model_validator(mode="after")
     def _spike_grid(self) -> "CalibrateConfig":
         d = self.spike_deltas
