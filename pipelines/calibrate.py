@@ -135,27 +135,11 @@ def draws_section(params: Params, root: Path) -> tuple[str, dict[str, float]]:
 
 
 def item_statistics(params: Params, metrics: list[str]) -> dict[str, tuple[str, object]]:
-    """``{metric: (benchmark, ItemStatistic)}`` for the ``metrics`` whose benchmark can recompute them per item.
+    """``{metric: (benchmark, ItemStatistic)}`` for the ``metrics`` whose enabled benchmark can recompute them per
+    item (:func:`biaslab.benchmarks.registry.item_statistics_of` on ``evaluation.benchmarks``)."""
+    from biaslab.benchmarks.registry import item_statistics_of
 
-    A metric is ``<benchmark>/...``; its benchmark offers ``item_statistics(options)`` (optional part of the
-    benchmark contract, :mod:`biaslab.benchmarks.base`) or has no paired reading.
-    """
-    from biaslab.benchmarks.registry import load_benchmark
-
-    out: dict[str, tuple[str, object]] = {}
-    offered: dict[str, dict] = {}
-    for metric in metrics:
-        name = metric.split("/", 1)[0]
-        entry = params.evaluation.benchmarks.get(name)
-        if entry is None or not entry.enabled:
-            continue
-        if name not in offered:
-            benchmark = load_benchmark(name, entry.module)
-            method = getattr(benchmark, "item_statistics", None)
-            offered[name] = method(dict(entry.options)) if method else {}
-        if metric in offered[name]:
-            out[metric] = (name, offered[name][metric])
-    return out
+    return item_statistics_of(params.evaluation.benchmarks, metrics)
 
 
 def spike_in_results(params: Params, root: Path, variant: str = SPIKED) -> list:
