@@ -1,0 +1,53 @@
+"""bench/gate_tolerances.py: a tolerance is the largest |A/A difference| on the selection items, rounded up;
+the models are scored on the select split, never the test items the gate judges."""
+
+from __future__ import annotations
+
+import pytest
+from bench_scripts import load_bench_script
+
+from biaslab.metrics.values import MetricValue
+
+
+def _mv(value):
+    return MetricValue(value=value, direction="lower", ci_low=value - 0.01, ci_high=value + 0.01)
+
+
+def test_the_tolerance_is_the_largest_absolute_a_a_difference_rounded_up():
+    module = load_bench_script("gate_tolerances")
+    planted = {"gbem_ua/qa_macro_f1": _mv(0.34), "lm_quality/bits_per_char": _mv(2.7748)}
+    control = {"gbem_ua/qa_macro_f1": _mv(0.5315), "lm_quality/bits_per_char": _mv(2.7681)}
+    reseeded = [{"gbem_ua/qa_macro_f1": _mv(0.3333), "lm_quality/bits_per_char": _mv(2.7932)},
+                {"gbem_ua/qa_macro_f1": _mv(0.5069), "lm_quality/bits_per_char": _mv(2.7849)}]
+    rows = module.tolerances(planted, control, reseeded)
+    f1, bpc = rows["gbem_ua/qa_macro_f1"], rows["lm_quality/bits_per_char"]
+    assert f1["aa_differences"] == pytest.approx([-0.1982, -0.0246])
+    assert f1["tolerance"] == 0.199  # ceil(0.1982 * 1000) / 1000: never below what re-training moved it
+    assert f1["planted_minus_control"] == pytest.approx(-0.1915)  # shown, not the tolerance
+    assert bpc["tolerance"] == 0.026
+    assert module.tolerances(planted, control, [])["gbem_ua/qa_macro_f1"]["tolerance"] is None
+
+
+def test_models_are_scored_on_the_selection_items_with_only_the_harm_benchmarks(monkeypatch):
+    from biaslab.config import load_params
+    from biaslab.evaluation import suite
+
+    module = load_bench_script("gate_tolerances")
+    seen = {}
+
+    class Loaded:
+        ctx = suite.EvalContext()
+
+    def fake_load(params, name, root):
+        seen["model_dir"] = params.variant(name).model_dir
+        return Loaded()
+
+    def fake_run(params, under_test, root):
+        seen["split"] = under_test.ctx.split
+        seen["enabled"] = sorted(n for n, e in params.evaluation.benchmarks.items() if e.enabled)
+        return suite.Evaluation({}, {}, {}, {}, "")
+
+    monkeypatch.setattr(suite, "load_variant", fake_load)
+    monkeypatch.setattr(suite, "run_benchmarks", fake_run)
+    module.score_on_selection(load_params("params.yaml"), "models/control", ".")
+    assert seen == {"model_dir": "models/control", "split": "select", "enabled": ["gbem_ua", "lm_quality"]}
