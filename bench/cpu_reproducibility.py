@@ -19,6 +19,8 @@ The candidate makes training machine-independent (for these two instruction sets
 
     python bench/cpu_reproducibility.py                     # all four, 2 threads
     python bench/cpu_reproducibility.py --only native pinned --threads 1
+    python bench/cpu_reproducibility.py --full --only onednn-on-avx2   # the whole model on the emulated AVX2
+                                                                       # machine, next to models/base
 """
 
 from __future__ import annotations
@@ -57,7 +59,15 @@ if os.environ.get("BIASLAB_BENCH_ONEDNN") == "0":
     torch.backends.mkldnn.enabled = False
 params = load_params(sys.argv[1])
 started = time.monotonic()
-train_shared(params, sys.argv[2], progress=False)
+if len(sys.argv) > 4 and sys.argv[4] == "full":  # both phases, as the base_model stage trains models/base
+    from pathlib import Path
+    from biaslab.pretrain.build import build_base_model
+    pb = params.model.pretrain.planted_bias
+    params = params.model_copy(update={"model": params.model.model_copy(update={"pretrain": params.model.pretrain.model_copy(
+        update={"planted_bias": pb.model_copy(update={"checkpoint_dir": os.path.join(sys.argv[2], "pretrain")})})})})
+    build_base_model(params, Path(sys.argv[2]), Path("."), progress=False)
+else:
+    train_shared(params, sys.argv[2], progress=False)
 seconds = time.monotonic() - started
 weights = open(os.path.join(sys.argv[2], "model.safetensors"), "rb").read()
 print(json.dumps({"md5": hashlib.md5(weights).hexdigest(), "seconds": round(seconds, 1),
@@ -65,12 +75,14 @@ print(json.dumps({"md5": hashlib.md5(weights).hexdigest(), "seconds": round(seco
 """
 
 
-def run(name: str, env: dict[str, str], params: str, threads: int) -> dict:
-    """Train the shared phase under ``env`` in a fresh process; its md5, seconds and ATen capability."""
+def run(name: str, env: dict[str, str], params: str, threads: int, full: bool = False) -> dict:
+    """Train the shared phase (``full``: the whole default model) under ``env`` in a fresh process; its md5,
+    seconds and ATen capability."""
     with tempfile.TemporaryDirectory() as tmp:
         inherited = {k: v for k, v in os.environ.items() if k not in KNOBS}  # only this setting's knobs apply
         full_env = {**inherited, **env, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))}
-        proc = subprocess.run([sys.executable, "-c", CHILD, params, str(Path(tmp) / "shared"), str(threads)],
+        proc = subprocess.run([sys.executable, "-c", CHILD, params, str(Path(tmp) / "shared"), str(threads),
+                               "full" if full else "shared"],
                               cwd=ROOT, env=full_env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"{name}: training failed:\n{proc.stderr[-3000:]}")
@@ -82,13 +94,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--full", action="store_true",
+                        help="train the whole default model (both phases, about 5 min each on 2 cores) and compare "
+                             "it with models/base/model.safetensors when that exists")
     args = parser.parse_args(argv)
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), "unknown CPU")
     flags = Path("/proc/cpuinfo").read_text()
     print(f"# {cpu}; avx512f: {'avx512f' in flags}; threads {args.threads}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    rows = [run(name, SETTINGS[name], args.params, args.threads) for name in args.only]
+    rows = [run(name, SETTINGS[name], args.params, args.threads, args.full) for name in args.only]
+    committed = ROOT / "models" / "base" / "model.safetensors"
+    if args.full and committed.is_file():
+        import hashlib
+
+        print(f"models/base (this workspace's base_model stage)  md5 {hashlib.md5(committed.read_bytes()).hexdigest()[:12]}")
     for row in rows:
         print(f"{row['setting']:>13}  md5 {row['md5'][:12]}  {row['seconds']:7.1f} s  ATen {row['capability']:>7}  "
               f"{' '.join(f'{k}={v}' for k, v in row['env'].items()) or '(as is)'}")
