@@ -196,7 +196,7 @@ def test_killed_evaluation_leaves_no_metrics_file(project):
     (root / "params_kill.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     marker = root / "blocked"
     helpers = str(Path(__file__).parent / "helpers")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker),
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker), "PYTHONFAULTHANDLER": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipelines.evaluate", "--variant", "slow",
@@ -251,7 +251,7 @@ def _start_blocked(root: Path, variant: str, params_file: str):
 
     marker = root / f"blocked-{time.monotonic_ns()}"
     helpers = str(Path(__file__).parent / "helpers")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker),
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker), "PYTHONFAULTHANDLER": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.evaluate", "--variant", variant,
                              "--params", params_file], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
@@ -260,6 +260,20 @@ def _start_blocked(root: Path, variant: str, params_file: str):
         time.sleep(0.2)
     assert marker.exists() and proc.poll() is None, f"never reached the blocking benchmark: {proc.poll()}"
     return proc
+
+
+def _communicate_or_dump(proc, timeout: float):
+    """``proc.communicate``; a stage still alive after ``timeout`` gets SIGABRT, so the fault handler
+    (``PYTHONFAULTHANDLER``) prints every thread's stack, and the test fails showing where it hung."""
+    import signal
+    import subprocess
+
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=60)
+        raise AssertionError(f"the stage did not end within {timeout} s of the signal; its threads:\n{err[-6000:]}")
 
 
 def test_signals_end_the_run_killed_and_a_sigkilled_run_is_marked_killed_at_the_next_start(project):
@@ -280,7 +294,7 @@ def test_signals_end_the_run_killed_and_a_sigkilled_run_is_marked_killed_at_the_
     for signum in (signal.SIGTERM, signal.SIGINT):
         proc = _start_blocked(root, "stopped", "params_signals.yaml")
         proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
+        _, err = _communicate_or_dump(proc, timeout=120)
         assert proc.returncode == 128 + signum, err[-2000:]
         assert f"evaluate@stopped killed: {signal.Signals(signum).name}" in err
         _, runs = _mlflow_runs(root, "stopped")
