@@ -242,6 +242,18 @@ def test_a_masked_lm_variant_evaluates_end_to_end(project, monkeypatch):
     assert {"gbem_ua__gbem_ua_skipped.csv", "occugender__occugender_skipped.csv"} <= skipped
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT and SIGTERM at their defaults and unblocked, as in a terminal. A process of the
+    suite may start children with them ignored (a suite run in the background inherits SIGINT ignored) or
+    blocked (a library that masks them in the worker while it spawns): the stage would never see them, and
+    this test is about what the stage does when they arrive."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def _start_blocked(root: Path, variant: str, params_file: str):
     """``python -m pipelines.evaluate`` started and waited for until it blocks inside its MLflow run."""
     import os
@@ -254,7 +266,8 @@ def _start_blocked(root: Path, variant: str, params_file: str):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "BIASLAB_TEST_BLOCK_MARKER": str(marker), "PYTHONFAULTHANDLER": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.evaluate", "--variant", variant,
-                             "--params", params_file], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+                             "--params", params_file], cwd=root, env=env, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not marker.exists():
         time.sleep(0.2)
