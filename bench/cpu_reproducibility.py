@@ -35,9 +35,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:  # run without install
+    sys.path.insert(0, str(ROOT / "src"))
+from biaslab.cpu_arithmetic import PORTABLE_ENV  # noqa: E402 - light: no torch
 
 AVX2_MACHINE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
-PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "BIASLAB_BENCH_ONEDNN": "0"}
+# the stages' scoring.cpu_arithmetic: portable, plus oneDNN off (the candidate that was measured first)
+PINNED = {**PORTABLE_ENV, "BIASLAB_BENCH_ONEDNN": "0"}
 KNOBS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "BIASLAB_BENCH_ONEDNN")
 SETTINGS = {
     "native": {},

@@ -46,16 +46,14 @@ def score_on_selection(params, model_dir: str, root: Path) -> dict:
     return suite.run_benchmarks(scored, under_test, root).metrics
 
 
-AA_SEED_STEP = 1000  # re-seeded control k: planted_bias.seed + k * this (k = 1, 2, ...)
-
-
 def train_reseeded_control(params, k: int, out_dir: Path, root: Path) -> None:
     """The control's recipe continued from the shared phase with ``planted_bias.seed`` moved by ``k`` steps."""
+    from biaslab.calibration.draws import AA_SEED_OFFSET
     from biaslab.config import Params
     from biaslab.pretrain.phases import continue_training, save_continued
 
     raw = copy.deepcopy(params.model_dump(mode="json"))
-    raw["model"]["pretrain"]["planted_bias"]["seed"] += k * AA_SEED_STEP
+    raw["model"]["pretrain"]["planted_bias"]["seed"] += k * AA_SEED_OFFSET
     reseeded = Params.model_validate(raw)
     checkpoint = root / reseeded.model.pretrain.planted_bias.checkpoint_dir
     save_continued(continue_training(reseeded, checkpoint, "balanced", desc=f"re-seeded control {k}"), out_dir)

@@ -50,8 +50,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = "committed"  # the recipe of params.yaml itself
 SHARED_FIELDS_OF_PLANTED = ("from_step",)  # the one planted_bias field the shared phase depends on
-AA_SEED_OFFSET = 1000  # the re-seeded control of an A/A pair: planted_bias.seed + this (sentences, their order, lexicon)
-AA_SUFFIX = "/A-A"  # an A/A pair's recipe name: "<recipe>/A-A"
+# the re-seeded control of an A/A pair: planted_bias.seed + AA_SEED_OFFSET (sentences, their order, lexicon); an
+# A/A pair's recipe name: "<recipe>" + AA_SUFFIX. One convention with the calibrate stage that reads the draws.
+if str(ROOT / "src") not in sys.path:  # run without install
+    sys.path.insert(0, str(ROOT / "src"))
+from biaslab.calibration.draws import AA_SEED_OFFSET, AA_SUFFIX  # noqa: E402
 
 
 def parse_recipe(text: str) -> tuple[str, dict[str, Any]]:

@@ -25,6 +25,9 @@ from pathlib import Path
 from biaslab.errors import ConfigError, MissingInputError
 
 AA_SUFFIX = "/A-A"  # bench/planted_draws.py names an A/A pair's recipe "<recipe>/A-A"
+AA_SEED_OFFSET = 1000
+"""A re-seeded control (an A/A pair's second model) continues the shared phase with ``planted_bias.seed`` +
+k × this (k = 1, 2, ...: bench/planted_draws.py --aa uses k = 1, bench/gate_tolerances.py --aa N k = 1..N)."""
 
 
 @dataclass(frozen=True)
