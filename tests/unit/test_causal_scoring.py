@@ -100,7 +100,7 @@ def test_prefix_sharing_equals_naive_loop(tiny_causal_model, tiny_tokenizer, bat
 
 def test_sharing_on_and_off_agree(tiny_causal_model, tiny_tokenizer):
     on = CausalScorer(tiny_causal_model, tiny_tokenizer).loglikelihood(SHARED)
-    off = CausalScorer(tiny_causal_model, tiny_tokenizer, share_prefixes=False).loglikelihood(SHARED)
+    off = CausalScorer(tiny_causal_model, tiny_tokenizer, prefix_sharing="off").loglikelihood(SHARED)
     assert [s.logprob for s in on] == pytest.approx([s.logprob for s in off], abs=1e-5)
     assert [s.n_tokens for s in on] == [s.n_tokens for s in off]
 

@@ -35,7 +35,7 @@ REQUESTS = [
 ] + [Request("", s) for s in SENTENCES] + [Request("Кандидат має", " досвід."), Request("Кандидат має досвід.", " Посаду")]
 
 ENGINES = [(1, 16384, True), (3, 16384, True), ("auto", 8, True), ("auto", 64, True), ("auto", 16384, True),
-           ("auto", 16384, False)]  # (batch_size, max_batch_tokens, share_prefixes)
+           ("auto", 16384, False)]  # (batch_size, max_batch_tokens, prefix sharing on)
 
 
 def naive_token_logprobs(model, request: TokenRequest) -> list[float]:
@@ -62,7 +62,7 @@ def old_token_scores(scorer: CausalScorer, sentences) -> list[list[float]]:
 def test_per_token_logprobs_equal_naive_loop_and_the_plain_sums(tiny_causal_model, tiny_tokenizer, batch_size,
                                                                 budget, share):
     scorer = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=batch_size, max_batch_tokens=budget,
-                          share_prefixes=share)
+                          prefix_sharing="auto" if share else "off")
     token_requests = encode_requests(tiny_tokenizer, REQUESTS)
     if share:
         groups = scorer._group(token_requests)
@@ -97,7 +97,7 @@ def test_token_scores_is_one_request_per_sentence_and_equals_the_old_per_positio
 
     for batch_size, budget, share in ENGINES:  # batched == unbatched
         other = CausalScorer(tiny_causal_model, tiny_tokenizer, batch_size=batch_size, max_batch_tokens=budget,
-                             share_prefixes=share).token_scores(SENTENCES)
+                             prefix_sharing="auto" if share else "off").token_scores(SENTENCES)
         assert [[t.text for t in s] for s in other] == [[t.text for t in s] for s in got]
         for mine, theirs in zip(other, got):
             assert [t.logprob for t in mine] == pytest.approx([t.logprob for t in theirs], abs=1e-6)

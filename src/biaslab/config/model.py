@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from biaslab.config.section import Section
 
@@ -129,7 +129,11 @@ class ModelConfig(Section):
 # --------------------------------------------------------------------------- scoring
 class ScoringConfig(Section):
     batch_size: int | Literal["auto"] = "auto"
-    max_batch_tokens: int = Field(1024, gt=0, description="padded-token budget per batch when batch_size is auto")
+    max_batch_tokens: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        1024, description="padded-token budget per batch; auto = sized from free GPU memory (1024 on the CPU)")
+    prefix_sharing: Literal["auto", "on", "off"] = Field(
+        "auto", description="share token prefixes through a gathered KV cache: auto = where the model's cache "
+        "type can be gathered (else one row per request, logged), on = required, off = never (same scores)")
     num_threads: int | None = Field(None, description="torch intra-op threads; null = physical cores")
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="where models are scored; auto = a CUDA GPU when present, else the CPU")
@@ -142,6 +146,12 @@ class ScoringConfig(Section):
     cpu_arithmetic: Literal["portable", "native"] = Field(
         "portable", description="portable = PyTorch and MKL capped at AVX2, MKL in strict reproducible mode: the same "
         "bytes on AVX2 and AVX-512 CPUs (biaslab.cpu_arithmetic); native = the machine's fastest kernels")
+
+    @field_validator("prefix_sharing", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare ``on`` / ``off`` as true / false: take them as the words."""
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
 # --------------------------------------------------------------------------- evaluation

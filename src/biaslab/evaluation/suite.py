@@ -186,6 +186,7 @@ def load_variant(params: Params, variant_name: str, root: Path = Path("."), mani
         allow_pickle=params.model.allow_pickle,
         dtype=dtype,
         device_map=params.model.device_map,
+        device=device,  # created on the scoring device in its dtype, not loaded on the CPU and moved
     )
     if params.model.device_map is None:  # with a device map, accelerate has placed the layers already
         loaded.model.to(device)

@@ -87,6 +87,7 @@ def load_model(
     dtype: str = "auto",
     device_map: str | dict[str, Any] | None = None,
     quantization_config: Any | None = None,
+    device: str | None = None,
 ) -> LoadedModel:
     """Load a model and its tokenizer from a local directory, or a hub id (cache or network).
 
@@ -97,12 +98,16 @@ def load_model(
     the scorer then feeds inputs to the device of the input embeddings and reads logits where they land.
     ``quantization_config`` (a ``transformers.BitsAndBytesConfig``) loads a k-bit base for QLoRA training
     (:func:`biaslab.mitigation.lora.training_plan.load_for_training`).
+    ``device`` (the resolved ``scoring.device``) without a ``device_map``: the weights are created there
+    in ``dtype`` (``device_map={"": device}``), not built on the CPU and moved; ``"cpu"`` keeps the plain load.
 
     A hub id is loaded at one commit (:func:`biaslab.models.hub.resolve_commit`), recorded in ``commit``; a hub
     failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
     hub's own message and what to do (:func:`biaslab.models.hub.explain`).
     """
     source = str(source)
+    if device_map is None and device not in (None, "cpu"):  # straight onto the scoring device
+        device_map = {"": device}
     local = Path(source)
     if local.exists():
         if not local.is_dir() or not (local / "config.json").is_file():
@@ -223,5 +228,5 @@ def make_scorer(loaded: LoadedModel, scoring_cfg: Any | None = None, prompt_pref
     return CausalScorer(
         loaded.model, loaded.tokenizer, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
         prompt_prefix=prompt_prefix, cache=cache, add_bos=getattr(scoring_cfg, "add_bos", "auto"),
-        prompt_format=prompt_format,
+        prompt_format=prompt_format, prefix_sharing=getattr(scoring_cfg, "prefix_sharing", "auto"),
     )

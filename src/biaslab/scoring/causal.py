@@ -32,9 +32,10 @@ import math
 
 import torch
 
-from biaslab.scoring.causal_budget import kv_slot_budget, memory_token_budget, model_free_memory
+from biaslab.scoring.causal_budget import batch_budgets, model_free_memory
 from biaslab.scoring.device import free_memory_bytes, input_device
 from biaslab.scoring.formatting import PromptFormat
+from biaslab.scoring.kv_gather import resolve_prefix_sharing
 from biaslab.scoring.progress import progress
 from biaslab.scoring.protocol import (
     CAPABILITIES,
@@ -57,21 +58,25 @@ class CausalScorer:
 
     ``add_bos`` (``auto | True | False``) and ``prompt_format`` (``raw | chat``) decide how text becomes
     tokens (:mod:`biaslab.scoring.formatting`); ``memory_probe(device) -> free bytes`` sizes the token
-    budget (default: the device's own free memory).
+    budget (default: the device's own free memory). ``max_batch_tokens="auto"`` sizes it from free device
+    memory (:func:`biaslab.scoring.causal_budget.batch_budgets`; 1024 on the CPU). ``prefix_sharing``
+    (``auto | on | off``) decides the KV gather (:mod:`biaslab.scoring.kv_gather`); the outcome is
+    :attr:`share_prefixes`.
     """
 
     model: torch.nn.Module
     tokenizer: object
     batch_size: int | str = "auto"
-    max_batch_tokens: int = 1024  # padded tokens per pass; small batches stay in CPU cache (bench/)
+    max_batch_tokens: int | str = 1024  # padded tokens per pass; small batches stay in CPU cache (bench/)
     max_length: int | None = None
     prompt_prefix: str = ""
-    share_prefixes: bool = True
+    prefix_sharing: str | bool = "auto"
     min_shared_fraction: float = 0.5
     cache: object | None = None  # biaslab.scoring.cache.ScoreCache, keyed by this model's fingerprint
     add_bos: str | bool = "auto"
     prompt_format: str = "raw"
     memory_probe: object = free_memory_bytes
+    share_prefixes: bool = field(default=True, init=False)  # what prefix_sharing resolved to for this model
     kind: str = field(default="causal", init=False)
     capabilities: frozenset = field(default=frozenset(CAPABILITIES), init=False)
     description: str = field(default="causal LM", init=False)
@@ -92,8 +97,8 @@ class CausalScorer:
         self._decoder, self._head = split_lm_head(self.model)
         self._device = input_device(self.model)  # batches are built on the CPU and moved here
         free = model_free_memory(self.model, self.memory_probe)
-        self.max_batch_tokens = min(self.max_batch_tokens, memory_token_budget(self.model, free_bytes=free))
-        self._kv_budget = kv_slot_budget(self.model, self.max_batch_tokens, free_bytes=free)
+        self.max_batch_tokens, self._kv_budget = batch_budgets(self.model, self.max_batch_tokens, free)
+        self.share_prefixes = resolve_prefix_sharing(self.prefix_sharing, self._probe_cache, type(base).__name__)
 
     def supports(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -380,6 +385,13 @@ class CausalScorer:
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                          use_cache=use_cache, **kwargs)
         return out.logits[:, -keep:], out.past_key_values
+
+    @torch.inference_mode()
+    def _probe_cache(self):
+        """The KV cache this model returns from a two-row, two-token pass (what a prefix pass would gather)."""
+        vocab = int(getattr(self.model.config, "vocab_size", 2) or 2)
+        ids = torch.tensor([[1, 2], [2, 1]]) % vocab
+        return self._forward(ids, torch.ones_like(ids), torch.arange(2).expand(2, 2), 1, use_cache=True)[1]
 
     # ------------------------------------------------------------------ generation
     @torch.inference_mode()

@@ -58,7 +58,7 @@ class MaskedScorer:
     model: torch.nn.Module
     tokenizer: object
     batch_size: int | str = "auto"
-    max_batch_tokens: int = 1024  # padded tokens per pass; small batches stay in CPU cache (bench/)
+    max_batch_tokens: int | str = 1024  # padded tokens per pass (auto: causal_budget.auto_batch_tokens)
     max_length: int | None = None
     prompt_prefix: str = ""
     prefix_separator: str = " "  # between the prefix and the sentence
@@ -74,6 +74,10 @@ class MaskedScorer:
             limit = getattr(self.tokenizer, "model_max_length", None)
             positions = getattr(self.model.config, "max_position_embeddings", 512)
             self.max_length = int(limit) if limit and limit < 1_000_000 else int(positions)
+        if self.max_batch_tokens == "auto":
+            from biaslab.scoring.causal_budget import auto_batch_tokens
+
+            self.max_batch_tokens = auto_batch_tokens(self.model)
 
     def supports(self, capability: str) -> bool:
         return capability in self.capabilities

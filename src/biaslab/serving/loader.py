@@ -78,7 +78,8 @@ def load_served_variant(path: str | Path, host: Any = None) -> ServedVariant:
         raise ServingError(f"{path}: unknown variant kind {kind!r} in the biaslab flavour")
     device, dtype = resolve_placement("auto", settings.dtype)
     loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=host.trust_remote_code,
-                        allow_pickle=host.allow_pickle, dtype=dtype, device_map=settings.device_map)
+                        allow_pickle=host.allow_pickle, dtype=dtype, device_map=settings.device_map,
+                        device=device)
     if kind == "overlay":
         loaded = apply_overlay(loaded, path)
     if settings.device_map is None:  # with a device map, accelerate has placed the layers already
