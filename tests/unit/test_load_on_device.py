@@ -3,7 +3,7 @@
 No GPU here: the CPU checks that a bfloat16 checkpoint asked for in bfloat16 is never materialised in
 float32 on the way (every tensor an operator produces during loading is watched), on the plain path and
 on the ``device_map`` path a GPU takes; and that a non-CPU ``device`` reaches ``from_pretrained`` as
-``device_map={"": device}``.
+``device_map=device``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def bf16_checkpoint(tmp_path_factory, tiny_tokenizer):
     return path, model.state_dict(), smallest_weight
 
 
-@pytest.mark.parametrize("placement", [{"device": "cpu"}, {"device_map": {"": "cpu"}}])
+@pytest.mark.parametrize("placement", [{"device": "cpu"}, {"device_map": "cpu"}])
 def test_bfloat16_is_loaded_in_bfloat16_without_a_float32_copy(bf16_checkpoint, placement):
     path, weights, smallest_weight = bf16_checkpoint
     with Float32Watch() as watch:
@@ -67,7 +67,7 @@ def test_the_watch_sees_an_upcast(bf16_checkpoint):
 
 
 def test_a_gpu_device_becomes_a_device_map(bf16_checkpoint, monkeypatch):
-    """``device="cuda:0"`` is passed as ``device_map={"": "cuda:0"}``: the weights are created on the GPU.
+    """``device="cuda:0"`` is passed as ``device_map="cuda:0"``: the weights are created on the GPU.
 
     (The recorded call is then run on the CPU, as no GPU is at hand, so the whole load still happens.)"""
     from transformers import AutoModelForCausalLM
@@ -83,7 +83,7 @@ def test_a_gpu_device_becomes_a_device_map(bf16_checkpoint, monkeypatch):
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(recording))
     loaded = load_model(path, dtype="bfloat16", device="cuda:0")
-    assert seen == [{"": "cuda:0"}]
+    assert seen == ["cuda:0"]
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
     load_model(path, dtype="bfloat16", device="cuda:0", device_map="auto")  # an explicit map wins
     load_model(path, dtype="bfloat16", device="cpu")  # the CPU keeps the plain load

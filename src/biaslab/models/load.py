@@ -99,7 +99,7 @@ def load_model(
     ``quantization_config`` (a ``transformers.BitsAndBytesConfig``) loads a k-bit base for QLoRA training
     (:func:`biaslab.mitigation.lora.training_plan.load_for_training`).
     ``device`` (the resolved ``scoring.device``) without a ``device_map``: the weights are created there
-    in ``dtype`` (``device_map={"": device}``), not built on the CPU and moved; ``"cpu"`` keeps the plain load.
+    in ``dtype`` (``device_map=device``), not built on the CPU and moved; ``"cpu"`` keeps the plain load.
 
     A hub id is loaded at one commit (:func:`biaslab.models.hub.resolve_commit`), recorded in ``commit``; a hub
     failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
@@ -107,7 +107,7 @@ def load_model(
     """
     source = str(source)
     if device_map is None and device not in (None, "cpu"):  # straight onto the scoring device
-        device_map = {"": device}
+        device_map = device  # transformers: {"": torch.device(device)}
     local = Path(source)
     if local.exists():
         if not local.is_dir() or not (local / "config.json").is_file():
