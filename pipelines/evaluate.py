@@ -45,11 +45,11 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
     remove_outputs(outputs.metrics, outputs.values, outputs.run_file)  # a failed run must not leave an old file looking new
     tracking.configure(params.tracking, root)
     variant = params.variant(variant_name)
-    manifest = variant_dir.read_manifest(root / variant.model_dir)  # read once: the skip reason, then the loader
-    reason = variant_dir.variant_skip_reason(variant, root, manifest)
+    resolved = variant_dir.resolve(root / variant.model_dir, root)  # read once: the skip reason, then the loader
+    reason = variant_dir.variant_skip_reason(variant, root, resolved.manifest)
     if reason is not None:
         return skip(outputs, variant_name, variant, reason, root)
-    under_test = evaluation.load_variant(params, variant_name, root, manifest)
+    under_test = evaluation.load_variant(params, variant_name, root, resolved)
     with tracking.stage_run("evaluate", variant=variant_name, tags=under_test.tags) as run:
         run_params = evaluation.run_params(params, under_test)
         tracking.log_params(run_params)

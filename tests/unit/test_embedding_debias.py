@@ -304,3 +304,41 @@ def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
         assert torch.allclose(edited(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-6)
     decoder_bias = edited.get_output_embeddings().bias
     assert torch.equal(decoder_bias, head_bias.detach())
+
+
+# --------------------------------------------------------------------------- apply: auto (the size threshold)
+def _dir_bytes(path):
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_auto_apply_is_the_checkpoint_edit_up_to_the_threshold_and_the_hook_above(tiny_tokenizer, prepared, tmp_path):
+    """``embedding_apply: auto`` (the default): a model at most ``hook_above_parameters`` large gets today's
+    checkpoint edit, byte for byte; a larger one a hook variant that stores the edit alone, not a copy."""
+    from biaslab.config import VariantConfig
+    from biaslab.mitigation.embedding.fit import resolve_apply
+    from biaslab.outputs import variant_dir
+
+    assert VariantConfig(method="embedding", model_dir="m").embedding_apply == "auto"
+    assert EmbeddingDebiasConfig().hook_above_parameters == 1_000_000_000
+    assert resolve_apply("auto", 2_900_000, 1_000_000_000) == "checkpoint"  # the default model: unchanged
+    assert resolve_apply("auto", 8_030_261_248, 1_000_000_000) == "hook"  # Llama-3.1-8B
+    assert resolve_apply("checkpoint", 8_030_261_248, 0) == "checkpoint"  # an explicit choice stands
+    base = _save(_model(tiny_tokenizer), tiny_tokenizer, tmp_path / "base")
+    n_parameters = sum(p.numel() for p in load_variant_model(base).model.parameters())
+    explicit = fit_embedding_variant(base_dir=base, cfg=CFG, mode="soft", apply="checkpoint", prepared_dir=prepared,
+                                     out_dir=tmp_path / "explicit")
+    small = CFG.model_copy(update={"hook_above_parameters": n_parameters})  # the model is not above: checkpoint
+    auto = fit_embedding_variant(base_dir=base, cfg=small, mode="soft", apply="auto", prepared_dir=prepared,
+                                 out_dir=tmp_path / "auto")
+    assert auto == explicit and auto["apply"] == "checkpoint"
+    assert variant_dir.fingerprint_dir(tmp_path / "auto") == variant_dir.fingerprint_dir(tmp_path / "explicit")
+    large = CFG.model_copy(update={"hook_above_parameters": n_parameters - 1})  # above: the hook
+    hooked = fit_embedding_variant(base_dir=base, cfg=large, mode="soft", apply="auto", prepared_dir=prepared,
+                                   out_dir=tmp_path / "hooked")
+    assert hooked["apply"] == "hook" and variant_dir.kind(tmp_path / "hooked") == "overlay"
+    assert not list((tmp_path / "hooked").glob("model*.safetensors"))
+    weights = _dir_bytes(tmp_path / "hooked")
+    assert weights < _dir_bytes(base) / 10  # the edit alone, not a copy of the checkpoint
+    # the hook variant loads on its base and edits the target words' positions only
+    loaded = load_variant_model(tmp_path / "hooked")
+    assert loaded.fingerprint == variant_dir.resolve(tmp_path / "hooked").fingerprint

@@ -161,11 +161,12 @@ class Evaluation:
     summary: str  # summary_markdown()
 
 
-def load_variant(params: Params, variant_name: str, root: Path = Path("."), manifest: Any = ...) -> VariantUnderTest:
+def load_variant(params: Params, variant_name: str, root: Path = Path("."), resolved: Any = None) -> VariantUnderTest:
     """Load one variant's model and scorer on the configured device, with the evaluation context.
 
-    ``manifest``: the variant directory's ``variant.json`` when the caller has read it (the evaluate stage
-    reads it once, for the skip reason, and passes it on); else the loader reads it.
+    ``resolved``: the variant directory as :func:`biaslab.outputs.variant_dir.resolve` read it (manifest,
+    base, fingerprints - each once), when the caller has it (the evaluate stage: its skip reason comes from
+    the same object); else the loader resolves the directory.
     """
     from biaslab.models.load import load_variant_model, make_scorer
 
@@ -179,8 +180,7 @@ def load_variant(params: Params, variant_name: str, root: Path = Path("."), mani
     threads = set_threads(params.scoring.num_threads)
     device, dtype = resolve_placement(params.scoring.device, params.scoring.dtype)
     loaded = load_variant_model(
-        root / variant.model_dir,
-        manifest,
+        resolved if resolved is not None else root / variant.model_dir,
         kind=params.model.kind,
         trust_remote_code=params.model.trust_remote_code,
         allow_pickle=params.model.allow_pickle,

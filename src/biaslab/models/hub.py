@@ -15,7 +15,8 @@ Two jobs, both about loading ``model.source`` when it is a hub id rather than a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 TOKEN_HINT = (
@@ -34,6 +35,26 @@ def resolve_commit(repo_id: str, revision: str | None) -> Any:
     from huggingface_hub import HfApi, constants
 
     return HfApi().resolve_revision(repo_id, revision=revision, local_files_only=constants.is_offline_mode())
+
+
+def download_snapshot(repo_id: str, commit: str, patterns: Sequence[str]) -> Path:
+    """Fetch ``repo_id`` at ``commit`` into the Hugging Face cache: the model's files, its weights once.
+
+    ``patterns`` are the model-file patterns (:data:`biaslab.models.weights.files.MODEL_FILE_PATTERNS`, plus
+    pickles / code where allowed). The weights are fetched in a second call, once the sharding index is
+    known: the index and the shards it names only (:func:`biaslab.models.weights.files.hub_weight_patterns`),
+    so a repository that also ships ``consolidated.safetensors`` (Mistral-7B-v0.3: 14.5 GB more) is not
+    downloaded twice. Offline both calls read the cache.
+    """
+    from huggingface_hub import snapshot_download
+
+    from biaslab.models.weights.files import INDEX_FILE, hub_weight_patterns
+
+    other = [p for p in patterns if not p.endswith(".safetensors")]
+    folder = Path(snapshot_download(repo_id=repo_id, revision=commit, allow_patterns=other))
+    index = folder / INDEX_FILE
+    weights = hub_weight_patterns(index if index.is_file() else None)
+    return Path(snapshot_download(repo_id=repo_id, revision=commit, allow_patterns=other + weights))
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

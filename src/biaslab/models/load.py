@@ -88,6 +88,7 @@ def load_model(
     device_map: str | dict[str, Any] | None = None,
     quantization_config: Any | None = None,
     device: str | None = None,
+    fingerprint: str | None = None,
 ) -> LoadedModel:
     """Load a model and its tokenizer from a local directory, or a hub id (cache or network).
 
@@ -104,6 +105,9 @@ def load_model(
     A hub id is loaded at one commit (:func:`biaslab.models.hub.resolve_commit`), recorded in ``commit``; a hub
     failure (gated or missing repository, wrong revision, offline) is a :class:`ModelLoadError` carrying the
     hub's own message and what to do (:func:`biaslab.models.hub.explain`).
+
+    ``fingerprint``: a local directory's fingerprint when the caller has it (a
+    :class:`~biaslab.outputs.variant_dir.ResolvedVariant`'s), so the checkpoint is not hashed again here.
     """
     source = str(source)
     if device_map is None and device not in (None, "cpu"):  # straight onto the scoring device
@@ -114,7 +118,7 @@ def load_model(
             raise ModelLoadError(f"{local}: not a model directory (no config.json)")
         check_safe(local, allow_pickle)
         return _load(source, kind, trust_remote_code, allow_pickle, revision, dtype, device_map, quantization_config,
-                     commit=None)
+                     commit=None, fingerprint=fingerprint)
     from biaslab.models import hub
 
     try:
@@ -130,7 +134,7 @@ def load_model(
 
 def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, revision: str | None, dtype: str,
           device_map: str | dict[str, Any] | None = None, quantization_config: Any | None = None, *,
-          commit: str | None) -> LoadedModel:
+          commit: str | None, fingerprint: str | None = None) -> LoadedModel:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -151,30 +155,49 @@ def _load(source: str, kind: str, trust_remote_code: bool, allow_pickle: bool, r
         )
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
-    fp = variant_dir.fingerprint_dir(source) if commit is None else f"hub:{source}@{commit}"
+    if commit is not None:
+        fp = f"hub:{source}@{commit}"
+    else:
+        fp = fingerprint if fingerprint is not None else variant_dir.fingerprint_dir(source)
     return LoadedModel(model, tokenizer, kind, fp, source, commit)
 
 
-def load_variant_model(model_dir: str | os.PathLike[str], manifest: Any = ..., **kwargs: Any) -> LoadedModel:
+def load_variant_model(model_dir: str | os.PathLike[str] | variant_dir.ResolvedVariant, manifest: Any = ...,
+                       **kwargs: Any) -> LoadedModel:
     """Load a variant directory: a full model, or a base + adapter and/or runtime embedding hook.
 
-    ``manifest``: the directory's ``variant.json`` as :func:`biaslab.outputs.variant_dir.read_manifest`
+    ``model_dir``: the directory, or its :class:`~biaslab.outputs.variant_dir.ResolvedVariant` (what the
+    evaluate stage passes: the manifest read once, each fingerprint computed once, kept by that object).
+    ``manifest``: with a path, the directory's ``variant.json`` as :func:`biaslab.outputs.variant_dir.read_manifest`
     returned it (``None`` for a full model), when the caller has read it already; else it is read here.
     """
-    model_dir = Path(model_dir)
-    if not model_dir.is_dir():
-        raise ModelLoadError(f"{model_dir}: variant directory not found; run `dvc repro` to build it")
-    if manifest is ...:
-        manifest = variant_dir.read_manifest(model_dir)
-    if manifest is None:
-        return load_model(model_dir, **kwargs)
-    return apply_overlay(load_model(manifest["base"], **kwargs), model_dir)
+    if isinstance(model_dir, variant_dir.ResolvedVariant):
+        resolved = model_dir
+    else:
+        resolved = variant_dir.resolve(model_dir, ".", manifest)
+    if not resolved.directory.is_dir():
+        raise ModelLoadError(f"{resolved.directory}: variant directory not found; run `dvc repro` to build it")
+    if resolved.manifest is None:
+        return load_model(resolved.directory, fingerprint=_local_fingerprint(resolved), **kwargs)
+    base = resolved.base
+    if base is None:  # not a local directory: a hub id (fingerprinted by its commit), or missing (load_model says so)
+        loaded = load_model(resolved.base_ref, **kwargs)
+    else:
+        loaded = load_model(base.directory, fingerprint=_local_fingerprint(base), **kwargs)
+    return apply_overlay(loaded, resolved.directory, own_fingerprint=resolved.own_fingerprint)
 
 
-def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str]) -> LoadedModel:
+def _local_fingerprint(resolved: variant_dir.ResolvedVariant) -> str | None:
+    """A model directory's fingerprint, once it is known to be one (else ``load_model``'s own error comes first)."""
+    return resolved.own_fingerprint if (resolved.directory / "config.json").is_file() else None
+
+
+def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str],
+                  own_fingerprint: str | None = None) -> LoadedModel:
     """Put an overlay's LoRA adapter (``adapter_config.json``) and/or embedding hook on a loaded base.
 
     Shared by :func:`load_variant_model` and the serving loader (which finds the base in the registry).
+    ``own_fingerprint``: the overlay directory's fingerprint when the caller has it.
     """
     overlay_dir = Path(overlay_dir)
     if (overlay_dir / "adapter_config.json").is_file():
@@ -194,7 +217,7 @@ def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str]) -> L
 
         with corrupt_weights_as_error(overlay_dir):
             attach_hook_from_dir(loaded.model, loaded.tokenizer, overlay_dir)
-    loaded.fingerprint = variant_dir.overlay_fingerprint(loaded.fingerprint, overlay_dir)
+    loaded.fingerprint = variant_dir.overlay_fingerprint(loaded.fingerprint, overlay_dir, own=own_fingerprint)
     loaded.source = str(overlay_dir)
     return loaded
 

@@ -62,26 +62,55 @@ def model_files(directory: str | os.PathLike[str], *, metadata: bool = True) -> 
     return sorted(found)
 
 
-def fingerprint_dir(path: str | os.PathLike[str], *, besides: frozenset[str] = frozenset()) -> str:
+HASHED = {"bytes": 0, "files": 0, "cache_hits": 0}
+"""What :func:`fingerprint_dir` read in this process (bytes and files hashed, cache hits): the measurement
+of ``docs/bytes.md`` and the tests' proof that a cached fingerprint reads nothing."""
+
+
+def _file_chunks(file: Path):
+    with file.open("rb") as fh:
+        yield from iter(lambda: fh.read(1 << 20), b"")
+
+
+def fingerprint_dir(path: str | os.PathLike[str], *, besides: frozenset[str] = frozenset(),
+                    verify: bool = False) -> str:
     """A content hash of a directory's fingerprinted model files (paths and bytes): its identity.
 
     ``besides``: names of files at the top of ``path`` that are not the model's (a registered package's own
-    files around a checkpoint stored at its root), left out so the package's checkpoint hashes as its source."""
+    files around a checkpoint stored at its root), left out so the package's checkpoint hashes as its source.
+
+    The value is remembered under the files' stat signature (:mod:`biaslab.outputs.fingerprint_cache`): a
+    directory whose files did not change is not read again. ``verify=True`` reads every byte whatever the
+    cache says (and refreshes it): for a check that must prove the content, not find it (registry, promote)."""
+    from biaslab.outputs import fingerprint_cache
+
     path = Path(path)
-    digest = hashlib.sha256()
-    for file in model_files(path, metadata=False):
-        if file.parent == path and file.name in besides:
-            continue
+    files = [f for f in model_files(path, metadata=False) if not (f.parent == path and f.name in besides)]
+    key, stable = fingerprint_cache.signature(path, files, extra=",".join(sorted(besides)))
+    if not verify and (cached := fingerprint_cache.lookup(key)) is not None:
+        HASHED["cache_hits"] += 1
+        return cached
+    digest, nbytes = hashlib.sha256(), 0
+    for file in files:
         digest.update(str(file.relative_to(path)).encode())
-        with file.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
+        for chunk in _file_chunks(file):
+            digest.update(chunk)
+            nbytes += len(chunk)
+    HASHED["bytes"] += nbytes
+    HASHED["files"] += len(files)
+    fingerprint = digest.hexdigest()[:16]
+    # a file written while it was read changes the signature: remember only what was read as it is now
+    if stable and fingerprint_cache.signature(path, files, extra=",".join(sorted(besides)))[0] == key:
+        fingerprint_cache.store(key, path, fingerprint, nbytes)
+    return fingerprint
 
 
-def overlay_fingerprint(base_fingerprint: str, overlay_dir: str | os.PathLike[str]) -> str:
-    """The identity of an overlay applied to its base: both fingerprints hashed together."""
-    return hashlib.sha256((base_fingerprint + fingerprint_dir(overlay_dir)).encode()).hexdigest()[:16]
+def overlay_fingerprint(base_fingerprint: str, overlay_dir: str | os.PathLike[str], own: str | None = None) -> str:
+    """The identity of an overlay applied to its base: both fingerprints hashed together.
+
+    ``own``: the overlay directory's :func:`fingerprint_dir` when the caller has it already."""
+    own = fingerprint_dir(overlay_dir) if own is None else own
+    return hashlib.sha256((base_fingerprint + own).encode()).hexdigest()[:16]
 
 
 def kind(directory: str | os.PathLike[str]) -> Kind | None:
@@ -147,3 +176,79 @@ def base_dir(directory: str | os.PathLike[str], root: str | os.PathLike[str] = "
         return None
     base = Path(manifest["base"])
     return (base if base.is_absolute() else Path(root) / base).resolve()
+
+
+class ResolvedVariant:
+    """A variant directory read once: its manifest, its files, its base, its fingerprints (each computed once).
+
+    What evaluate loads (:func:`biaslab.models.load.load_variant_model` takes it) and what register and promote
+    can hash: one object per directory instead of each step reading ``variant.json`` and hashing the
+    checkpoint again. Build it with :func:`resolve`.
+
+    * ``manifest``: ``variant.json`` (``None``: a full model, or no directory);
+    * ``base``: an overlay's base directory, resolved the same way (``None`` for a full model, and for a base
+      that is not a local directory - a hub id, which the loader fingerprints by its commit);
+    * ``files``: the model files (:func:`model_files`), what a package holds;
+    * ``own_fingerprint``: :func:`fingerprint_dir` of this directory alone;
+    * ``fingerprint``: the identity of the model it loads - a full model's own fingerprint, an overlay's
+      :func:`overlay_fingerprint` on its base's.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], manifest: dict[str, Any] | None,
+                 base: ResolvedVariant | None = None, base_ref: str | None = None):
+        self.directory = Path(directory)
+        self.manifest = manifest
+        self.base = base
+        self.base_ref = base_ref  # the manifest's ``base`` as written (a path or a hub id)
+        self._files: list[Path] | None = None
+        self._own: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ResolvedVariant({str(self.directory)!r}, kind={self.kind!r}, base={self.base_ref!r})"
+
+    @property
+    def kind(self) -> Kind | None:
+        return "overlay" if self.manifest is not None else kind(self.directory)
+
+    @property
+    def skipped(self) -> str | None:
+        """The manifest's ``skipped`` reason (:func:`skip_reason`)."""
+        return None if self.manifest is None else self.manifest.get("skipped")
+
+    @property
+    def files(self) -> list[Path]:
+        if self._files is None:
+            self._files = model_files(self.directory)
+        return self._files
+
+    @property
+    def own_fingerprint(self) -> str:
+        if self._own is None:
+            self._own = fingerprint_dir(self.directory)
+        return self._own
+
+    @property
+    def fingerprint(self) -> str:
+        if self.manifest is None:
+            return self.own_fingerprint
+        if self.base is None:
+            raise VariantDirError(f"{self.directory}: its base {self.base_ref!r} is not a local directory; "
+                                  "its fingerprint is known once the base is loaded")
+        return overlay_fingerprint(self.base.fingerprint, self.directory, own=self.own_fingerprint)
+
+
+def resolve(directory: str | os.PathLike[str], root: str | os.PathLike[str] = ".",
+            manifest: Any = ...) -> ResolvedVariant:
+    """Read ``directory``'s manifest once and resolve its base (relative to ``root``): a :class:`ResolvedVariant`.
+
+    Nothing is hashed here; the fingerprints are computed on first use and then kept. ``manifest``: the
+    directory's :func:`read_manifest` when the caller has it."""
+    directory = Path(directory)
+    if manifest is ...:
+        manifest = read_manifest(directory)
+    if manifest is None:
+        return ResolvedVariant(directory, None)
+    ref = str(manifest["base"])
+    base_path = Path(ref) if Path(ref).is_absolute() else Path(root) / ref
+    base = ResolvedVariant(base_path, None) if base_path.is_dir() else None  # a base is a full model
+    return ResolvedVariant(directory, manifest, base, ref)

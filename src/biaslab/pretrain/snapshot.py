@@ -43,8 +43,6 @@ def fetch_source(cfg: ModelConfig) -> tuple[Path, str | None]:
         if not local.is_dir() or not (local / "config.json").is_file():
             raise ModelLoadError(f"{local}: not a model directory (no config.json)")
         return local, None
-    from huggingface_hub import snapshot_download
-
     patterns = list(MODEL_FILE_PATTERNS)
     if cfg.allow_pickle:
         patterns += [f"*{suffix}" for suffix in PICKLE_SUFFIXES]
@@ -52,7 +50,7 @@ def fetch_source(cfg: ModelConfig) -> tuple[Path, str | None]:
         patterns.append("*.py")
     try:
         commit = hub.resolve_commit(cfg.source, cfg.revision).resolved
-        return Path(snapshot_download(repo_id=cfg.source, revision=commit, allow_patterns=patterns)), commit
+        return hub.download_snapshot(cfg.source, commit, patterns), commit  # the index's shards only
     except Exception as exc:
         message = hub.explain(exc, cfg.source, cfg.revision)
         if message is None:

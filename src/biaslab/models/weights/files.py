@@ -4,10 +4,18 @@ A model directory is its top-level weights (``*.safetensors``, plus the sharding
 configuration (``config.json``, ``generation_config.json``) and its tokenizer files. Anything else a
 source directory may hold - training checkpoints, optimizer states, the hub's ``original/`` pickles,
 biaslab's own provenance records - is not part of the model and is not copied.
+
+Weights: when the directory has a sharding index (``model.safetensors.index.json``) the weights are the
+index and the shards it names, nothing else - Mistral-7B-v0.3 ships its whole checkpoint a second time as
+``consolidated.safetensors`` (14.5 GB, mistral-inference's layout) beside the sharded files, which
+transformers never reads. Without an index every top-level ``*.safetensors`` is a weight file (a single
+``model.safetensors``, or a model saved under another name), as before. :func:`hub_weight_patterns` is the
+same rule for a hub download (``snapshot_download``'s ``allow_patterns``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from fnmatch import fnmatch
@@ -34,14 +42,50 @@ def is_model_file(name: str, *, allow_pickle: bool = False, trust_remote_code: b
     return allow_pickle and name.endswith(PICKLE_SUFFIXES) and not name.startswith(("training_args", "optimizer"))
 
 
+INDEX_FILE = "model.safetensors.index.json"  # the same name as biaslab.models.weights.index.INDEX_FILE (no torch here)
+
+
+def indexed_shards(directory: str | os.PathLike[str]) -> frozenset[str] | None:
+    """The shard file names the sharding index of ``directory`` names; ``None`` without an index.
+
+    An index that cannot be read is not a reason to guess: ``None`` too (every ``*.safetensors`` is then
+    copied, and :class:`biaslab.models.weights.index.SafetensorsIndex` reports the broken index when read)."""
+    index = Path(directory) / INDEX_FILE
+    if not index.is_file():
+        return None
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        return frozenset(str(v) for v in weight_map.values())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def model_files(directory: str | os.PathLike[str], *, allow_pickle: bool = False,
                 trust_remote_code: bool = False) -> list[Path]:
-    """The model's files in ``directory`` (top level only), sorted by name."""
+    """The model's files in ``directory`` (top level only), sorted by name.
+
+    With a sharding index, a ``*.safetensors`` file the index does not name (Mistral's
+    ``consolidated.safetensors``) is not the model's: see the module docstring."""
     directory = Path(directory)
+    shards = indexed_shards(directory)
     return sorted(
         p for p in directory.iterdir()
         if p.is_file() and is_model_file(p.name, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+        and (shards is None or not p.name.endswith(".safetensors") or p.name in shards)
     )
+
+
+def hub_weight_patterns(index_path: str | os.PathLike[str] | None) -> list[str]:
+    """``allow_patterns`` for the weights of a hub download, given its sharding index (``None``: the repo has none).
+
+    With an index: the index and exactly the shards it names (never ``consolidated.safetensors``); without
+    one: ``*.safetensors``. The caller fetches the index first (it is small), then the weights."""
+    if index_path is None or not Path(index_path).is_file():
+        return ["*.safetensors"]
+    shards = indexed_shards(Path(index_path).parent)
+    if shards is None:
+        return ["*.safetensors"]
+    return [INDEX_FILE, *sorted(shards)]
 
 
 def is_weight_file(name: str) -> bool:
