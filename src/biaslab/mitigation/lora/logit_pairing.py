@@ -158,7 +158,8 @@ def pair_log_odds(model: Any, encoded: EncodedPairs, indices: Sequence[int], pad
         ids[j, : len(seq)] = torch.tensor(seq)
         mask[j, : len(seq)] = 1
     ids, mask = ids.to(device), mask.to(device)  # once: the forward pass and the targets below read them
-    logits = model(input_ids=ids, attention_mask=mask).logits
+    # no KV cache: in eval mode (the anchors) the model would otherwise keep every layer's keys and values
+    logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
     # the log-softmax only at the positions that predict a completion token (token t at position t - 1): a few per
     # row, where the full [rows, length, vocabulary] one took a quarter of a logit-pairing step on the CPU. Each
     # row's values, the zero-filled tensor summed below and so the gradients are those of the full computation
