@@ -91,3 +91,18 @@ def test_the_run_of_a_params_lora_section_under_a_resolved_plan():
     run = run_for(cpu, plan_training(cpu, Capabilities(cuda=False, bf16=False, bitsandbytes=None)))
     assert (run.bits, run.mixed_precision, run.checkpointing, run.optimizer_state_bytes, run.pairing,
             run.pairing_sequences) == (16, False, False, 8, False, 4 * 4 * 1)
+
+
+def test_the_preflight_call_estimates_a_config_under_a_params_section_and_its_plan():
+    from transformers import LlamaConfig
+
+    from biaslab.mitigation.lora.memory_estimate import estimate_lora
+
+    config = LlamaConfig(vocab_size=100, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=False)
+    cfg = LoraConfig(r=2, objective="logit_pairing", pairing_pairs=1, sources=("gbem_ua",), quantization="8bit",
+                     per_device_batch_size=2, max_length=10)
+    plan = plan_training(cfg, Capabilities(cuda=True, bf16=True, bitsandbytes="0.50.2"))
+    got = estimate_lora(config, cfg, plan, pair_seq_len=6)
+    want = lora_memory(TINY, LoraRun(bits=8, batch=2, seq_len=10, pairing=True, pairing_sequences=4, pair_seq_len=6))
+    assert got.parts == want.parts and got.parts["kbit_fp32_casts"] == 1640 * 2

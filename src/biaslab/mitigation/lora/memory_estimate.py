@@ -179,3 +179,14 @@ def run_for(cfg: Any, plan: Any, pair_seq_len: int = 128) -> LoraRun:
         batch=cfg.per_device_batch_size, seq_len=cfg.max_length, pairing=cfg.objective == "logit_pairing",
         pairing_sequences=4 * cfg.pairing_pairs * pair_sources(tuple(cfg.sources)), pair_seq_len=pair_seq_len,
     )
+
+
+def estimate_lora(config: Any, cfg: Any, plan: Any, pair_seq_len: int = 128) -> MemoryEstimate:
+    """The LoRA training memory of a model ``config`` (a transformers config: ``AutoConfig.from_pretrained`` of
+    the base) under params' ``lora`` section ``cfg`` and its resolved plan - the preflight's one call.
+
+    ``pair_seq_len``: the longest logit-pairing sequence in tokens, e.g. ``max(map(len, encode_pairs(pairs,
+    fmt).sequences))`` with the base's tokenizer (:mod:`biaslab.mitigation.lora.logit_pairing`).
+    """
+    shape = shape_of(config, cfg.r, tuple(cfg.target_modules))
+    return lora_memory(shape, run_for(cfg, plan, pair_seq_len))
