@@ -258,3 +258,30 @@ def test_checkpointing_falls_back_to_the_old_name_on_a_transformers_without_the_
     args = plan_training(LoraConfig(), A100).sft_arguments()
     assert args["gradient_checkpointing"] is True and args["gradient_checkpointing_kwargs"] == {"use_reentrant": False}
     assert "activation_checkpointing" not in args
+
+
+def test_finetune_on_an_injected_gpu_asks_for_its_base_on_the_gpu_for_quantization_none(
+        tmp_path, mirror, tiny_causal_model, tiny_tokenizer, monkeypatch):
+    """The finetune stage's load follows the plan of the machine it is given: bf16 onto CUDA device 0, and a base
+    that stays on the CPU (no GPU here) is refused before any training."""
+    import transformers
+    from gbem_frames import gbem_frame
+
+    from biaslab.mitigation.lora.train import finetune
+
+    tiny_causal_model.save_pretrained(tmp_path / "base")
+    tiny_tokenizer.save_pretrained(tmp_path / "base")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    seen, real = {}, transformers.AutoModelForCausalLM.from_pretrained
+
+    def from_pretrained(source, **kwargs):
+        seen.update(kwargs)
+        return real(source, dtype=kwargs["dtype"])
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    frame = gbem_frame(mirror, 2, lambda i: "finetune")
+    with pytest.raises(TrainingHardwareError, match="LoRA trains and scores on cuda"):
+        finetune(tmp_path / "base", frame, LoraConfig(checkpoint_dir=str(tmp_path / "ckpt")), tmp_path / "lora",
+                 caps=GPU_NO_BNB)
+    assert seen["device_map"] == {"": 0} and seen["dtype"] == torch.bfloat16
+    assert not (tmp_path / "lora").exists()
