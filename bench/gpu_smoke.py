@@ -301,14 +301,15 @@ def check_outputs(work: Path, cpu: bool, quantization: str = "8bit") -> dict:
         summary["dtypes"][f"registry: {variant}"] = sorted(dtypes)
         if variant in ("base", "soft") and dtypes != {"bfloat16"}:
             summary["problems"].append(f"registered {variant} stored as {sorted(dtypes)}, not bfloat16")
-    training = json.loads((work / "models" / "lora" / "variant.json").read_text()).get("training", {})
-    summary["lora_training"] = training
     want = ({"device": "cpu", "quantization": "none"} if cpu else {"device": "cuda", "quantization": quantization})
-    for key, value in want.items():
-        if training.get(key) != value:
-            summary["problems"].append(f"lora trained with {key}={training.get(key)!r}, expected {value!r}")
-    if not cpu and training.get("mixed_precision") not in ("bf16", "fp16"):
-        summary["problems"].append(f"lora mixed precision {training.get('mixed_precision')!r} on a GPU")
+    for variant in [v for v, cfg in params["variants"].items() if cfg.get("method") == "lora"]:
+        training = json.loads((work / "models" / variant / "variant.json").read_text()).get("training", {})
+        summary[f"{variant}_training"] = training
+        for key, value in want.items():
+            if training.get(key) != value:
+                summary["problems"].append(f"{variant} trained with {key}={training.get(key)!r}, expected {value!r}")
+        if not cpu and training.get("mixed_precision") not in ("bf16", "fp16"):
+            summary["problems"].append(f"{variant} mixed precision {training.get('mixed_precision')!r} on a GPU")
     registered = json.loads((work / "runs" / "register.json").read_text())["versions"]
     if set(registered) != set(variants):
         summary["problems"].append(f"registered {sorted(registered)}, variants {sorted(variants)}")

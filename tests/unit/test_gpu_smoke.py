@@ -94,3 +94,30 @@ def test_the_device_environment_script_parses():
     script = Path(__file__).resolve().parents[2] / "bench" / "gpu_env.sh"
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_checks_read_every_lora_variants_training_plan(tmp_path):
+    """check_outputs on a hand-made workspace: lora_clp trained on the CPU in an 8-bit run is a problem by name."""
+    import json
+
+    import torch
+    import yaml
+    from safetensors.torch import save_file
+
+    work = tmp_path
+    variants = {"base": {"method": "none"}, "lora": {"method": "lora"}, "lora_clp": {"method": "lora"}}
+    (work / "params.yaml").write_text(yaml.safe_dump({"variants": variants}))
+    for name in variants:
+        (work / "metrics").mkdir(exist_ok=True)
+        (work / "metrics" / f"{name}.json").write_text(json.dumps({"metrics": {"m": {"value": 0.5}}}))
+    (work / "models" / "base").mkdir(parents=True)
+    save_file({"w": torch.zeros(2, dtype=torch.bfloat16)}, str(work / "models" / "base" / "model.safetensors"))
+    planned = {"device": "cuda", "quantization": "8bit", "mixed_precision": "bf16"}
+    for name, training in (("lora", planned), ("lora_clp", {**planned, "device": "cpu"})):
+        (work / "models" / name).mkdir(parents=True)
+        (work / "models" / name / "variant.json").write_text(json.dumps({"training": training}))
+    (work / "runs").mkdir()
+    (work / "runs" / "register.json").write_text(json.dumps({"versions": {n: "1" for n in variants}}))
+    summary = _module().check_outputs(work, cpu=False, quantization="8bit")
+    assert summary["problems"] == ["lora_clp trained with device='cpu', expected 'cuda'"]
+    assert summary["lora_training"] == planned and summary["dtypes"] == {"models/base": ["bfloat16"]}
