@@ -116,6 +116,16 @@ def test_required_packages_name_the_key_that_needs_them(overrides, needs):
     assert training_plan.missing_packages(plan, find_spec=lambda name: object()) == []
 
 
+def test_missing_packages_asks_importlib_by_default(monkeypatch):
+    import importlib.util
+
+    plan = plan_training(LoraConfig(quantization="8bit"), A100)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert len(training_plan.missing_packages(plan)) == 1
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    assert training_plan.missing_packages(plan) == []
+
+
 def test_an_unquantised_base_on_a_gpu_is_loaded_onto_the_gpu_in_the_training_dtype(monkeypatch):
     """quantization none on CUDA: straight onto the GPU in bf16 (it was left on the CPU: the study baseline was
     scored there)."""

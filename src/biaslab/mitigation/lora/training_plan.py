@@ -159,8 +159,10 @@ def required_packages(plan: TrainingPlan) -> dict[str, str]:
     return needs
 
 
-def missing_packages(plan: TrainingPlan, find_spec: Any = importlib.util.find_spec) -> list[str]:
-    """One line per package of :func:`required_packages` that ``find_spec`` cannot find, naming key and fix."""
+def missing_packages(plan: TrainingPlan, find_spec: Any = None) -> list[str]:
+    """One line per package of :func:`required_packages` that ``find_spec`` (default
+    ``importlib.util.find_spec``, looked up at call time) cannot find, naming key and fix."""
+    find_spec = find_spec or importlib.util.find_spec
     return [f"params.yaml {key} needs the {package} package, which is not installed. Install it with "
             f"{GPU_EXTRA_HINT}" for package, key in required_packages(plan).items() if find_spec(package) is None]
 
