@@ -13,7 +13,7 @@ first, or copy them in), and compares the devices:
    on CUDA bf16 and compared with step 1's bf16 evaluation;
 3. a LoRA fine-tune on CUDA with the GPU plan (``lora.quantization`` 4bit QLoRA when bitsandbytes is
    importable, else none; mixed precision, gradient checkpointing and optimizer ``auto``, which on a GPU is
-   GBEM-UA's paged 8-bit AdamW and so needs bitsandbytes too: without it ``adamw_torch_fused``; the tune's
+   GBEM-UA's paged 8-bit AdamW where bitsandbytes imports and ``adamw_torch_fused`` without it; the tune's
    best_params.json when the workspace has one), the resolved plan checked (cuda, bf16/fp16, quantization
    as asked), the adapter evaluated on CUDA bf16; a failed 4-bit run is a problem, then it trains without;
 4. peak CUDA memory and seconds of each step.
@@ -160,16 +160,10 @@ def resolve_quantization(asked: str, cpu: bool) -> str:
 
 
 def resolve_optimizer(cpu: bool) -> str:
-    """``auto`` (the stage's default) where it can run; on a GPU without bitsandbytes ``adamw_torch_fused``.
-
-    The plan's ``auto`` on a GPU is GBEM-UA's ``paged_adamw_8bit`` and stops when bitsandbytes is missing
-    (the stage tells the user to install the ``gpu`` extra); the check trains the GPU path without it.
-    """
-    if cpu:
-        return "auto"
-    from biaslab.mitigation.lora.training_plan import probe_capabilities
-
-    return "auto" if probe_capabilities().bitsandbytes else "adamw_torch_fused"
+    """``auto``, the stage's default, on either device: the training plan's ``auto`` takes GBEM-UA's
+    ``paged_adamw_8bit`` only where bitsandbytes imports, else ``adamw_torch_fused`` (it used to stop a GPU
+    without bitsandbytes: found on an H200), so the check no longer has to pick for it."""
+    return "auto"
 
 
 def lora_settings(params, work: Path, variant: str, steps: int, quantization: str, optimizer: str = "auto"):

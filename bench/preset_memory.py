@@ -4,20 +4,21 @@
 
 Each architecture is built on PyTorch's ``meta`` device from the hyper-parameters of its published
 ``config.json`` (no weights, nothing downloaded), so the parameter counts and the LoRA adapter sizes are the
-real ones. Memory is then
+real ones. The arithmetic is the library's (:mod:`biaslab.mitigation.lora.memory_estimate`, which the preflight
+check uses too):
 
 * **evaluate** (no gradients): weights × bytes per parameter of the checkpoint dtype (``model.dtype: auto``)
-  + one scoring batch of ``scoring.max_batch_tokens`` tokens (KV cache, the widest layer activations, and
-  float32 log-probabilities over the vocabulary at every token: the worst case) + the CUDA context;
-* **LoRA** (gradient checkpointing, the GBEM-UA defaults r = 16 on q/k/v, batch 2 × 256 tokens): the base's
-  weights — bf16, or its decoder linears at 8 bits (``lora.quantization: 8bit``, LLM.int8 as the GBEM-UA
-  authors trained) or 4.127 bits (``4bit``: NF4 with double quantisation); embeddings, LM head and norms stay
-  bf16 — + adapter × 10 bytes (fp32 weight and gradient, ``paged_adamw_8bit`` moments: ``lora.optimizer:
-  auto`` on a GPU) + the checkpointed layer inputs + one layer's recomputed activations + the logits (bf16,
-  their fp32 copy and its gradient) + the CUDA context.
+  + one scoring batch of ``scoring.max_batch_tokens`` tokens + the CUDA context;
+* **LoRA** (the ``lora`` variant: gradient checkpointing, bf16 autocast, r = 16 on q/k/v, batch 2 × 256
+  tokens, ``paged_adamw_8bit``): the base at bf16 / 8 / 4 bits, on a k-bit base PEFT's float32 casts of every
+  unquantised parameter, the adapter and its optimizer state, the checkpointed activations, TRL's fused
+  completion-only LM head;
+* **lora_clp** (counterfactual logit pairing, ``pairing_pairs: 2`` over the three pair sources): the same plus
+  the larger of the anchor pass (256 sequences × :data:`PAIR_SEQ_LEN` tokens × the whole vocabulary of logits,
+  twice for Gemma-2's soft-capping) and the pairing term's pass with gradient.
 
-Allocator fragmentation and the scorer's memory-based token budget (which grows batches into free memory)
-are not modelled: the numbers are what a stage needs, not what it will take on a larger GPU.
+:data:`PAIR_SEQ_LEN` is an assumption, not a tokenizer count (the hub's tokenizers are not reachable here):
+the longest GBEM-UA QA prompt is 140 characters, and 128 tokens allows 1.1 characters per token.
 """
 
 from __future__ import annotations
@@ -25,9 +26,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-GIB = 1024**3
-CUDA_CONTEXT = 0.5 * GIB
-NF4_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # 4-bit codes + 8-bit block scale per 64 + fp32 scale per 256 blocks
+from biaslab.mitigation.lora.memory_estimate import (
+    GIB,
+    LoraRun,
+    ModelShape,
+    evaluate_memory,
+    lora_memory,
+    shape_of,
+)
+
+PAIR_SEQ_LEN = 128
 
 
 @dataclass(frozen=True)
@@ -51,77 +59,46 @@ PRESETS = [
         num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False), 2),
     Preset("Gemma-2-9b-it", "google/gemma-2-9b-it", dict(
         model_type="gemma2", vocab_size=256000, hidden_size=3584, intermediate_size=14336, num_hidden_layers=42,
-        num_attention_heads=16, num_key_value_heads=8, head_dim=256, tie_word_embeddings=True), 2),
+        num_attention_heads=16, num_key_value_heads=8, head_dim=256, tie_word_embeddings=True,
+        final_logit_softcapping=30.0), 2),
     Preset("XLM-R base", "FacebookAI/xlm-roberta-base", dict(
         model_type="xlm-roberta", vocab_size=250002, hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
         num_attention_heads=12, max_position_embeddings=514, type_vocab_size=1), 4, masked=True),
 ]
 
 
-@dataclass
-class Shape:
-    parameters: int
-    linear_in_layers: int  # parameters of the decoder layers' nn.Linear weights (what 4-bit quantises)
-    lora_qkv: int  # adapter parameters at r = 16 on the q/k/v projections
-    kv_per_token: int  # key + value elements per token, all layers
-    hidden: int
-    intermediate: int
-    vocab: int
-    layers: int
-
-
-def shape(preset: Preset, r: int = 16) -> Shape:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+def shape(preset: Preset, r: int = 16) -> ModelShape:
+    from transformers import AutoConfig
 
     fields = dict(preset.config)
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
-    auto = AutoModelForMaskedLM if preset.masked else AutoModelForCausalLM
-    with torch.device("meta"):
-        model = auto.from_config(config)
     qkv = ("query", "key", "value") if preset.masked else ("q_proj", "k_proj", "v_proj")
-    lora = linear = 0
-    for name, module in model.named_modules():
-        in_a_layer = ".layers." in name or ".layer." in name  # decoder layers (Llama...) / encoder layers (RoBERTa)
-        if isinstance(module, torch.nn.Linear) and in_a_layer:
-            linear += module.weight.numel()
-            if name.rsplit(".", 1)[-1] in qkv:
-                lora += r * (module.in_features + module.out_features)
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    return Shape(
-        parameters=sum(p.numel() for p in model.parameters()), linear_in_layers=linear, lora_qkv=lora,
-        kv_per_token=2 * config.num_hidden_layers * kv_heads * head_dim, hidden=config.hidden_size,
-        intermediate=config.intermediate_size, vocab=config.vocab_size, layers=config.num_hidden_layers,
-    )
+    return shape_of(config, r, qkv, preset.masked)
 
 
-def evaluate_bytes(p: Preset, s: Shape, tokens: int = 1024) -> float:
-    batch = tokens * (s.kv_per_token * p.dtype_bytes + 3 * s.intermediate * p.dtype_bytes + s.vocab * 4)
-    return s.parameters * p.dtype_bytes + batch + CUDA_CONTEXT
-
-
-def lora_bytes(s: Shape, *, bits: int = 16, batch: int = 2, seq: int = 256) -> float:
-    """One LoRA training step's memory with the base's decoder linears at ``bits`` (16 = bf16, 8, 4 = NF4)."""
-    tokens = batch * seq
-    per_linear = {16: 2.0, 8: 1.0 + 4 / 4096, 4: NF4_BITS / 8}[bits]  # int8: one fp32 scale per row of ~4k
-    weights = s.linear_in_layers * per_linear + (s.parameters - s.linear_in_layers) * 2
-    adapter = s.lora_qkv * (4 + 4 + 2)  # fp32 weight + gradient, paged_adamw_8bit moments (lora.optimizer auto)
-    checkpointed = s.layers * tokens * s.hidden * 2
-    one_layer = tokens * (10 * s.hidden + 3 * s.intermediate) * 2
-    logits = tokens * s.vocab * (2 + 4 + 4)
-    return weights + adapter + checkpointed + one_layer + logits + CUDA_CONTEXT
+def needs(preset: Preset, s: ModelShape) -> dict[str, float]:
+    """Bytes per column of the table: evaluate, then LoRA and lora_clp at 16 / 8 / 4 bits."""
+    columns = {"evaluate": evaluate_memory(s, preset.dtype_bytes).total}
+    if not preset.masked:
+        for pairing, label in ((False, "lora"), (True, "lora_clp")):
+            for bits in (16, 8, 4):
+                columns[f"{label} {bits}"] = lora_memory(s, LoraRun(bits=bits, pairing=pairing,
+                                                                    pair_seq_len=PAIR_SEQ_LEN)).total
+    return columns
 
 
 def table() -> str:
     rows = ["| model | parameters | weights (checkpoint dtype) | evaluate | LoRA, bf16 base | LoRA, 8-bit base | "
-            "LoRA, 4-bit base |", "|---|---:|---:|---:|---:|---:|---:|"]
+            "LoRA, 4-bit base | lora_clp, bf16 base | lora_clp, 8-bit base | lora_clp, 4-bit base |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in PRESETS:
         s = shape(p)
+        columns = needs(p, s)
         gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
-        lora = ["skipped (masked LM)"] * 3 if p.masked else [gib(lora_bytes(s, bits=b)) for b in (16, 8, 4)]
+        lora = (["skipped (masked LM)"] * 6 if p.masked else
+                [gib(columns[f"{label} {bits}"]) for label in ("lora", "lora_clp") for bits in (16, 8, 4)])
         rows.append(f"| {p.name} | {s.parameters / 1e9:.2f} B | {gib(s.parameters * p.dtype_bytes)} | "
-                    f"{gib(evaluate_bytes(p, s))} | {' | '.join(lora)} |")
+                    f"{gib(columns['evaluate'])} | {' | '.join(lora)} |")
     return "\n".join(rows)
 
 

@@ -48,14 +48,15 @@ def test_quantization_auto_is_none_on_the_cpu_and_as_asked_otherwise():
     assert module.resolve_quantization("8bit", cpu=False) == "8bit"
 
 
-def test_the_optimizer_is_auto_unless_a_gpu_lacks_bitsandbytes(monkeypatch):
-    """The plan's auto on a GPU is paged_adamw_8bit, which stops without bitsandbytes (found on an H200)."""
+def test_the_optimizer_is_auto_and_the_plan_takes_no_bitsandbytes_optimizer_without_bitsandbytes(monkeypatch):
+    """The plan's auto on a GPU was paged_adamw_8bit even without bitsandbytes, and stopped (found on an H200);
+    it now takes adamw_torch_fused there, so the check leaves the choice to it."""
     from biaslab.mitigation.lora import training_plan
     from biaslab.mitigation.lora.training_plan import Capabilities
 
     module = _module()
     assert module.resolve_optimizer(cpu=True) == "auto"
-    for bnb, expected in ((None, "adamw_torch_fused"), ("0.50.2", "auto")):
+    for bnb, expected in ((None, "auto"), ("0.50.2", "auto")):
         caps = Capabilities(cuda=True, bf16=True, bitsandbytes=bnb, device_name="H200")
         monkeypatch.setattr(training_plan, "probe_capabilities", lambda caps=caps: caps)
         optimizer = module.resolve_optimizer(cpu=False)

@@ -261,3 +261,80 @@ def test_a_non_default_bos_or_chat_setting_is_a_different_study():
     assert study_name(*args, formatting={"add_bos": "auto", "prompt_format": "raw"}) == default
     assert study_name(*args, formatting={"add_bos": True, "prompt_format": "raw"}) != default
     assert study_name(*args, formatting={"add_bos": "auto", "prompt_format": "chat"}) != default
+
+
+def _saved_base(tmp_path, model, tokenizer):
+    model.save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    return tmp_path / "base"
+
+
+def test_logit_pairing_anchors_are_computed_once_per_study_not_per_trial(tmp_path, mirror, tiny_causal_model,
+                                                                        tiny_tokenizer, monkeypatch):
+    """The full-vocabulary anchor pass of the frozen base is the same for every trial: one per study."""
+    import torch
+
+    from biaslab.mitigation.lora import logit_pairing
+    from biaslab.mitigation.lora.logit_pairing import encode_pairs, pair_set
+    from biaslab.scoring.formatting import PromptFormat
+
+    from gbem_frames import gbem_frame
+
+    base = _saved_base(tmp_path, tiny_causal_model, tiny_tokenizer)
+    frame = gbem_frame(mirror, 4, lambda i: "validation" if i == 0 else "finetune")
+    computed, real = [], logit_pairing.anchor_means
+    monkeypatch.setattr(logit_pairing, "anchor_means", lambda *a, **k: computed.append(real(*a, **k)) or computed[-1])
+    lora = LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1, objective="logit_pairing",
+                      pairing_pairs=2, pairing_anchor=True, sources=("gbem_ua",))
+    cfg = TuneConfig(n_trials=2, storage="journal:tune/study.journal", trial_max_steps=1, objective="logprob",
+                     output_dir="tune")
+    result = tune(base, frame, cfg, lora, root=tmp_path)
+    assert result.ran_here == [0, 1]
+    assert len(computed) == 1  # was one per trial
+    pad = tiny_tokenizer.pad_token_id if tiny_tokenizer.pad_token_id is not None else 0
+    direct = real(tiny_causal_model.eval(), encode_pairs(pair_set(frame, lora.sources),
+                                                         PromptFormat.create(tiny_tokenizer)), pad)
+    assert torch.allclose(computed[0], direct, atol=1e-5)  # the base's anchors, whichever trial computed them
+
+
+def test_the_study_baseline_and_every_trial_are_scored_on_the_training_device(tmp_path, mirror, tiny_causal_model,
+                                                                               tiny_tokenizer, monkeypatch):
+    """One shared base, loaded by the training plan: the baseline and the trials see the model on plan.device."""
+    from biaslab.mitigation.lora.training_plan import Capabilities
+    from biaslab.mitigation.lora.tune import Objectives
+
+    base = _saved_base(tmp_path, tiny_causal_model, tiny_tokenizer)
+    frame = _frame(mirror, n_prof=4, n_valid=1)
+    devices = []
+
+    def recording(lm, valid):
+        devices.append(next(lm.model.parameters()).device.type)
+        return Objectives(0.5, 0.1, ("a", "g"))
+
+    cfg = TuneConfig(n_trials=2, storage="journal:tune/study.journal", trial_max_steps=1, objective="logprob",
+                     output_dir="tune", accuracy_tolerance=0.1)
+    lora = LoraConfig(per_device_batch_size=4, gradient_accumulation_steps=1)
+    cpu = Capabilities(cuda=False, bf16=False, bitsandbytes=None)
+    tune(base, frame, cfg, lora, root=tmp_path, evaluator=recording, caps=cpu)
+    assert devices == ["cpu"] * 3  # the baseline, then two trials
+
+    # a CUDA machine (injected): the baseline's base is asked onto the GPU in bf16 before any scoring
+    import torch
+    import transformers
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    seen, real = {}, transformers.AutoModelForCausalLM.from_pretrained
+
+    def from_pretrained(source, **kwargs):  # no GPU here: record the arguments, load on the CPU
+        seen.update(kwargs)
+        return real(source, dtype=kwargs["dtype"])
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    from biaslab.mitigation.lora.training_plan import TrainingHardwareError
+
+    devices.clear()
+    gpu = Capabilities(cuda=True, bf16=True, bitsandbytes=None, device_name="H100")
+    with pytest.raises(TrainingHardwareError, match="loaded on cpu, but LoRA trains and scores on cuda"):
+        tune(base, frame, cfg.model_copy(update={"output_dir": "tune_gpu"}), lora, root=tmp_path,
+             evaluator=recording, caps=gpu)
+    assert seen["device_map"] == {"": 0} and seen["dtype"] == torch.bfloat16 and devices == []

@@ -158,7 +158,8 @@ def pair_log_odds(model: Any, encoded: EncodedPairs, indices: Sequence[int], pad
         ids[j, : len(seq)] = torch.tensor(seq)
         mask[j, : len(seq)] = 1
     ids, mask = ids.to(device), mask.to(device)  # once: the forward pass and the targets below read them
-    logits = model(input_ids=ids, attention_mask=mask).logits
+    # no KV cache: in eval mode (the anchors) the model would otherwise keep every layer's keys and values
+    logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
     # the log-softmax only at the positions that predict a completion token (token t at position t - 1): a few per
     # row, where the full [rows, length, vocabulary] one took a quarter of a logit-pairing step on the CPU. Each
     # row's values, the zero-filled tensor summed below and so the gradients are those of the full computation
@@ -191,6 +192,37 @@ def anchor_means(model: Any, encoded: EncodedPairs, pad_id: int = 0, batch: int 
         parts = [pair_log_odds(model, encoded, range(i, min(i + batch, len(encoded))), pad_id).mean(dim=1)
                  for i in range(0, len(encoded), batch)]
     return torch.cat(parts).cpu()
+
+
+class AnchorCache:
+    """The base's anchors (:func:`anchor_means`), computed once per study instead of once per trial.
+
+    Every trial of a study wraps the same frozen base, so the anchors - one no-gradient pass of every pair
+    over the full vocabulary (256 sequences per batch: gigabytes of logits on a large model) - are the same
+    for all of them. The tune stage makes one cache per study with ``scope`` = what pins the base's outputs
+    (its fingerprint, the training plan's device and dtype, the formatting); a key adds the pairs' token ids
+    and the pad id. ``computed`` counts the passes actually run (tests).
+    """
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        self.computed = 0
+        self._anchors: dict[str, Any] = {}
+
+    def key(self, encoded: EncodedPairs, pad_id: int) -> str:
+        import hashlib
+        import json
+
+        payload = json.dumps([self.scope, pad_id, encoded.sequences, encoded.spans, encoded.sources])
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def get(self, encoded: EncodedPairs, pad_id: int, compute):
+        """The cached anchors of ``encoded``, or ``compute()``'s (then kept)."""
+        key = self.key(encoded, pad_id)
+        if key not in self._anchors:
+            self._anchors[key] = compute()
+            self.computed += 1
+        return self._anchors[key]
 
 
 def draw_indices(sources: Sequence[str], count: int, seed: int, step: int, micro_step: int) -> dict[str, list[int]]:
@@ -238,7 +270,8 @@ def pairing_trainer_class():
     Built on first use so that importing this module does not import TRL. The instance needs
     ``pairing`` = (EncodedPairs, weight, pairs per pass, seed, pad id, anchored) set after construction;
     with ``anchored`` the anchors are the base's mean log-odds, computed once with the adapter disabled
-    (so a resumed run gets the same ones).
+    (so a resumed run gets the same ones), or taken from ``anchor_cache`` (an :class:`AnchorCache` the trials of
+    one study share).
     """
     from trl import SFTTrainer
 
@@ -246,17 +279,25 @@ def pairing_trainer_class():
         pairing: tuple[EncodedPairs, float, int, int, int, bool] | None = None
         _micro: tuple[int, int] = (-1, 0)  # (optimizer step, forward passes within it)
         _anchors: Any = None
+        anchor_cache: AnchorCache | None = None
 
         def anchors(self, model):
-            """The base's mean log-odds per pair (adapter disabled, eval mode), computed on first use."""
+            """The base's mean log-odds per pair (adapter disabled, eval mode), computed on first use (or taken
+            from :attr:`anchor_cache`)."""
             if self._anchors is None:
-                peft_model = self.accelerator.unwrap_model(model)
-                was_training = peft_model.training
-                peft_model.eval()
-                with peft_model.disable_adapter():
-                    self._anchors = anchor_means(peft_model, self.pairing[0], self.pairing[4])
-                peft_model.train(was_training)
+                compute = lambda: self._base_anchors(model)  # noqa: E731
+                self._anchors = (compute() if self.anchor_cache is None
+                                 else self.anchor_cache.get(self.pairing[0], self.pairing[4], compute))
             return self._anchors
+
+        def _base_anchors(self, model):
+            peft_model = self.accelerator.unwrap_model(model)
+            was_training = peft_model.training
+            peft_model.eval()
+            with peft_model.disable_adapter():
+                anchors = anchor_means(peft_model, self.pairing[0], self.pairing[4])
+            peft_model.train(was_training)
+            return anchors
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             result = super().compute_loss(model, inputs, return_outputs=return_outputs,

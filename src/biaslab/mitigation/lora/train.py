@@ -37,7 +37,7 @@ from biaslab.atomic import atomic_dir
 from biaslab.config import LoraConfig
 from biaslab.errors import MissingInputError
 from biaslab.models.peft_notices import quiet_checkpointing_deprecation
-from biaslab.mitigation.lora.training_plan import TrainingPlan, load_for_training, plan_training
+from biaslab.mitigation.lora.training_plan import Capabilities, TrainingPlan, load_for_training, plan_training
 from biaslab.outputs import variant_dir
 from biaslab.run_log import RunLog
 
@@ -219,6 +219,7 @@ def train_lora(
     fmt: Any = None,
     log: RunLog | None = None,
     pairs: pd.DataFrame | None = None,
+    anchor_cache: Any = None,
 ) -> TrainOutcome:
     """Attach a LoRA adapter to ``model`` and train it on ``train`` (prompt/completion columns).
 
@@ -231,7 +232,9 @@ def train_lora(
     the adapter is trained on exactly what evaluation feeds. With ``log`` (the stage's
     :class:`~biaslab.run_log.RunLog`) the training curves go to its active run as ``<curve_prefix>/<key>``.
     ``pairs`` (:func:`~biaslab.mitigation.lora.logit_pairing.pair_set`) is required by, and only used with,
-    ``cfg.objective == "logit_pairing"``. Returns the in-memory ``PeftModel``.
+    ``cfg.objective == "logit_pairing"``; ``anchor_cache`` (a
+    :class:`~biaslab.mitigation.lora.logit_pairing.AnchorCache`) shares its base anchors between the trials of a
+    study. Returns the in-memory ``PeftModel``.
     """
     from datasets import Dataset
     from trl import SFTTrainer
@@ -263,6 +266,7 @@ def train_lora(
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         trainer.pairing = (encode_pairs(pairs, fmt), cfg.pairing_weight, cfg.pairing_pairs, cfg.seed, int(pad),
                            cfg.pairing_anchor)
+        trainer.anchor_cache = anchor_cache
     progress.use_for_trainer(trainer, desc=curve_prefix)  # one bar, or periodic lines in a log
     resume = last_complete_checkpoint(work_dir) if checkpoints else None
     saved = json.loads((resume / "trainer_state.json").read_text()) if resume else {"global_step": 0}
@@ -342,6 +346,7 @@ def finetune(
     add_bos: str | bool = "auto",
     prompt_format: str = "raw",
     log: RunLog | None = None,
+    caps: Capabilities | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``base_dir`` on the GBEM-UA ``frame`` (prepared schema) and write the LoRA variant.
 
@@ -349,14 +354,15 @@ def finetune(
     should be relative to the project root so the variant loads from any checkout). ``add_bos`` and
     ``prompt_format`` are the evaluation's (``scoring.add_bos``, ``evaluation.prompt_format``): the
     adapter learns on the token sequences it is evaluated on. ``log``: where the training curves go
-    (the finetune stage passes :mod:`biaslab.tracking.runs`).
+    (the finetune stage passes :mod:`biaslab.tracking.runs`). ``caps``: the machine (default: probed), so
+    tests decide the device.
     """
     from biaslab.mitigation.lora.logit_pairing import pair_set
     from biaslab.mitigation.lora.sft_data import validation_examples
     from biaslab.mitigation.lora.sft_sources import training_set
     from biaslab.scoring.formatting import PromptFormat
 
-    plan = plan_training(cfg)  # fails here, before loading, when the machine cannot run the options
+    plan = plan_training(cfg, caps)  # fails here, before loading, when the machine cannot run the options
     train = training_set(frame, cfg.augmentation, cfg.sources)
     pairs = pair_set(frame, cfg.sources) if cfg.objective == "logit_pairing" else None
     valid = validation_examples(frame) if (frame["split"] == "validation").any() else None

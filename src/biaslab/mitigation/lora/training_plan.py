@@ -6,11 +6,19 @@ machine's :class:`Capabilities` (probed with :func:`probe_capabilities`, or inje
     option                        auto on a CUDA GPU                       auto on the CPU
     lora.mixed_precision          bf16 if the GPU supports it, else fp16   none (float32)
     lora.gradient_checkpointing   on                                       off
-    lora.optimizer                paged_adamw_8bit (GBEM-UA's)             adamw_torch_fused (transformers')
+    lora.optimizer                paged_adamw_8bit (GBEM-UA's) when        adamw_torch_fused (transformers')
+                                  bitsandbytes imports, else
+                                  adamw_torch_fused
     lora.quantization             none | 4bit | 8bit (bitsandbytes)        none only
 
-The base is loaded in the mixed-precision dtype on a GPU (bf16 / fp16: half the memory of float32) and
-in float32 on the CPU (CPU bf16 is slow, and float32 is what every CPU test compares against); the
+``auto`` never picks an optimizer whose package is absent; an explicit bitsandbytes optimizer or a k-bit
+base without bitsandbytes is an error naming the key and the fix. :func:`required_packages` says which
+packages a plan needs (the preflight check calls it before any heavy work).
+
+The base is loaded on the training device for every quantization (``device_map`` = the current CUDA
+device on a GPU), so the study's baseline and every trial are scored where training runs, and
+:func:`load_for_training` refuses a base that landed elsewhere. It is loaded in the mixed-precision dtype on
+a GPU (bf16 / fp16: half the memory of float32) and in float32 on the CPU (CPU bf16 is slow, and float32 is what every CPU test compares against); the
 checkpoint on disk is never changed - the adapter is the only thing training writes. With
 ``quantization: 4bit`` the base is loaded as NF4 with double quantisation and the mixed-precision
 compute dtype (QLoRA), with ``8bit`` as LLM.int8 (the GBEM-UA authors' 8-bit model), and is prepared
@@ -19,7 +27,7 @@ checkpointing).
 
 A wish the machine cannot honour is a :class:`TrainingHardwareError` naming the option and the fix,
 raised before anything loads: k-bit quantisation and bitsandbytes optimizers need a CUDA GPU and the
-``bitsandbytes`` package (``pip install 'biaslab[gpu]'``); fp16/bf16 need a GPU that has them.
+``bitsandbytes`` package (:data:`GPU_EXTRA_HINT`); fp16/bf16 need a GPU that has them.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ from biaslab.config import LoraConfig
 from biaslab.errors import BiaslabError
 
 DTYPE_OF = {"bf16": "bfloat16", "fp16": "float16", "none": "float32"}
-GPU_EXTRA_HINT = "pip install 'biaslab[gpu]' (bitsandbytes)"
+GPU_EXTRA_HINT = "pip install -e '.[gpu]' (bitsandbytes), or `make run` on a CUDA host"
+BITSANDBYTES = "bitsandbytes"
 
 
 class TrainingHardwareError(BiaslabError, RuntimeError):
@@ -51,14 +60,15 @@ class Capabilities:
 
 
 def probe_capabilities() -> Capabilities:
-    """This machine's :class:`Capabilities` (bitsandbytes is looked up, not imported)."""
+    """This machine's :class:`Capabilities` (bitsandbytes is looked up with ``importlib.util.find_spec``, not
+    imported: importing it loads CUDA libraries)."""
     import torch
 
     cuda = torch.cuda.is_available()
     bnb = None
-    if importlib.util.find_spec("bitsandbytes") is not None:
+    if importlib.util.find_spec(BITSANDBYTES) is not None:
         try:
-            bnb = importlib.metadata.version("bitsandbytes")
+            bnb = importlib.metadata.version(BITSANDBYTES)
         except importlib.metadata.PackageNotFoundError:
             bnb = "unknown"
     return Capabilities(cuda=cuda, bf16=bool(cuda and torch.cuda.is_bf16_supported()), bitsandbytes=bnb,
@@ -120,6 +130,8 @@ class TrainingPlan:
         import torch
 
         kwargs: dict[str, Any] = {"dtype": getattr(torch, self.load_dtype)}
+        if self.device == "cuda":  # every quantization: loaded straight onto the GPU it trains and is scored on
+            kwargs["device_map"] = {"": torch.cuda.current_device()}
         if self.quantization != "none":
             from transformers import BitsAndBytesConfig
 
@@ -129,8 +141,30 @@ class TrainingPlan:
                                    bnb_4bit_compute_dtype=compute)
                 if self.quantization == "4bit" else BitsAndBytesConfig(load_in_8bit=True)
             )
-            kwargs["device_map"] = {"": torch.cuda.current_device()}
         return kwargs
+
+
+def required_packages(plan: TrainingPlan) -> dict[str, str]:
+    """The packages beyond the CPU lock that ``plan`` needs: ``{package: the params key that needs it}``.
+
+    Pure (nothing is probed or imported), for the preflight check: it compares these with what is installed
+    and fails in seconds, before anything heavy runs. Today the only such package is bitsandbytes (a k-bit
+    base, a bitsandbytes optimizer), installed by :data:`GPU_EXTRA_HINT`.
+    """
+    needs: dict[str, str] = {}
+    if plan.quantization != "none":
+        needs[BITSANDBYTES] = f"lora.quantization: {plan.quantization}"
+    elif plan.optimizer in bitsandbytes_optimizers():
+        needs[BITSANDBYTES] = f"lora.optimizer: {plan.optimizer}"
+    return needs
+
+
+def missing_packages(plan: TrainingPlan, find_spec: Any = None) -> list[str]:
+    """One line per package of :func:`required_packages` that ``find_spec`` (default
+    ``importlib.util.find_spec``, looked up at call time) cannot find, naming key and fix."""
+    find_spec = find_spec or importlib.util.find_spec
+    return [f"params.yaml {key} needs the {package} package, which is not installed. Install it with "
+            f"{GPU_EXTRA_HINT}" for package, key in required_packages(plan).items() if find_spec(package) is None]
 
 
 def _fail(option: str, value: Any, why: str, fix: str) -> TrainingHardwareError:
@@ -164,8 +198,8 @@ def plan_training(cfg: LoraConfig, caps: Capabilities | None = None) -> Training
                         f"Install it with {GPU_EXTRA_HINT}, or use quantization: none")
 
     optimizer = cfg.optimizer
-    if optimizer == "auto":
-        optimizer = "paged_adamw_8bit" if caps.cuda else "adamw_torch_fused"
+    if optimizer == "auto":  # never a package that is absent: GBEM-UA's paged 8-bit AdamW only with bitsandbytes
+        optimizer = "paged_adamw_8bit" if caps.cuda and caps.bitsandbytes is not None else "adamw_torch_fused"
     known = _known_optimizers()
     if optimizer not in known:
         raise _fail("optimizer", optimizer, "is not a transformers optimizer name",
@@ -185,6 +219,8 @@ def plan_training(cfg: LoraConfig, caps: Capabilities | None = None) -> Training
 def load_for_training(base_dir: Any, plan: TrainingPlan) -> Any:
     """Load ``base_dir`` (model + tokenizer, a :class:`~biaslab.models.load.LoadedModel`) as ``plan`` says.
 
+    On the plan's device for every quantization (a base left on the CPU would be scored there, at CPU speed,
+    by the study's baseline); a base whose weights landed on another device is a :class:`TrainingHardwareError`.
     A k-bit base is made trainable with ``peft.prepare_model_for_kbit_training``.
     """
     from biaslab.models.load import load_model
@@ -197,6 +233,10 @@ def load_for_training(base_dir: Any, plan: TrainingPlan) -> Any:
         loaded.model = prepare_model_for_kbit_training(
             loaded.model, use_gradient_checkpointing=plan.gradient_checkpointing,
             gradient_checkpointing_kwargs={"use_reentrant": False})
+    elsewhere = sorted({p.device.type for p in loaded.model.parameters()} - {plan.device})
+    if elsewhere:
+        raise TrainingHardwareError(f"{base_dir}: the base's weights loaded on {', '.join(elsewhere)}, but LoRA trains "
+                                    f"and scores on {plan.device} (lora.* training plan); check model.device_map")
     return loaded
 
 

@@ -63,7 +63,13 @@ import pandas as pd
 from biaslab.atomic import atomic_write_text
 from biaslab.config import LoraConfig, SearchRange, TuneConfig
 from biaslab.mitigation.lora.train import hyperparameters, with_overrides
-from biaslab.mitigation.lora.training_plan import TrainingPlan, free_memory, load_for_training, plan_training
+from biaslab.mitigation.lora.training_plan import (
+    Capabilities,
+    TrainingPlan,
+    free_memory,
+    load_for_training,
+    plan_training,
+)
 from biaslab.run_log import RunLog
 from biaslab.mitigation.lora.study import (
     choose_trial,
@@ -202,13 +208,17 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
                    cfg: TuneConfig, evaluate: Evaluator, *, plan: TrainingPlan | None = None,
                    base: BaseForTrials | None = None, add_bos: str | bool = "auto",
                    prompt_format: str = "raw", log: RunLog | None = None,
-                   pairs: pd.DataFrame | None = None) -> Callable[[Any], tuple[float, float]]:
+                   pairs: pd.DataFrame | None = None, anchors: Any = None) -> Callable[[Any], tuple[float, float]]:
     """Trial -> (accuracy, gap): train a LoRA on the shared base, score validation, log a nested run.
 
     Training examples and validation prompts are tokenised with the evaluation's formatting
     (``add_bos``, ``prompt_format``), so a trial is scored on what it was trained on. With ``log`` and
     an active run (the tune stage's), each trial is a nested run ``trial-<n>`` with its params, curves
-    and objectives. ``pairs``: the counterfactual pairs of ``lora.objective: logit_pairing``.
+    and objectives. ``pairs``: the counterfactual pairs of ``lora.objective: logit_pairing``; ``anchors``: the
+    study's :class:`~biaslab.mitigation.lora.logit_pairing.AnchorCache` (the base's anchors, computed once).
+
+    Every trial trains and is scored on ``plan.device`` (the shared base is loaded there), as is the study's
+    baseline (:func:`study_baseline`).
     """
     from biaslab.config import ScoringConfig
 
@@ -242,7 +252,7 @@ def make_objective(base_dir: str | Path, train: pd.DataFrame, valid: pd.DataFram
                     fmt = PromptFormat.create(loaded.tokenizer, add_bos, prompt_format)
                     outcome = train_lora(loaded.model, loaded.tokenizer, train, trial_cfg, work, max_steps=steps,
                                          checkpoints=False, curve_prefix="trial", plan=plan, fmt=fmt,
-                                         log=log if tracked else None, pairs=pairs)
+                                         log=log if tracked else None, pairs=pairs, anchor_cache=anchors)
                 result = evaluate(make_scorer(dataclasses.replace(loaded, model=outcome.model), scoring,
                                               prompt_format=prompt_format), valid)
                 if run_id:
@@ -299,27 +309,33 @@ class TuneResult:
 def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraConfig, *,
          root: str | Path = ".", options: dict[str, Any] | None = None,
          evaluator: Evaluator | None = None, add_bos: str | bool = "auto", prompt_format: str = "raw",
-         log: RunLog | None = None) -> TuneResult:
+         log: RunLog | None = None, caps: Capabilities | None = None) -> TuneResult:
     """Run this worker's share of the study, then write best_params.json and the Pareto plot.
 
     ``add_bos`` / ``prompt_format``: the evaluation's ``scoring.add_bos`` / ``evaluation.prompt_format``.
     ``log``: where the trials' nested runs go (the tune stage passes :mod:`biaslab.tracking.runs`; None = none).
+    ``caps``: the machine (default: probed), so tests decide the device. The baseline, every trial's training
+    and its scoring run on the plan's device (one shared base, loaded there); logit pairing's anchors are
+    computed once for the study (:class:`~biaslab.mitigation.lora.logit_pairing.AnchorCache`).
     """
     from optuna.trial import TrialState
 
-    from biaslab.mitigation.lora.logit_pairing import pair_set
+    from biaslab.mitigation.lora.logit_pairing import AnchorCache, pair_set
     from biaslab.mitigation.lora.sft_sources import training_set
     from biaslab.outputs.variant_dir import fingerprint_dir
 
     root = Path(root)
-    plan = plan_training(lora)  # fails here, before any trial, when the machine cannot run the LoRA options
+    plan = plan_training(lora, caps)  # fails here, before any trial, when the machine cannot run the LoRA options
     train = training_set(frame, lora.augmentation, lora.sources)
     pairs = pair_set(frame, lora.sources) if lora.objective == "logit_pairing" else None
     valid = frame[frame["split"] == "validation"].reset_index(drop=True)
     if valid.empty:
         raise ValueError("gbem_ua: no rows with split == 'validation' to tune on; check data.gbem_ua fractions")
-    name = study_name(cfg, lora, fingerprint_dir(base_dir), train, valid, options, plan.describe(),
+    fingerprint = fingerprint_dir(base_dir)
+    name = study_name(cfg, lora, fingerprint, train, valid, options, plan.describe(),
                       {"add_bos": add_bos, "prompt_format": prompt_format})
+    anchors = (AnchorCache(json.dumps([fingerprint, plan.describe(), add_bos, prompt_format], default=str))
+               if pairs is not None and lora.pairing_anchor else None)
     storage = make_storage(cfg.storage, root, cfg)
     study = open_study(name, storage, cfg.seed)
     evaluate = evaluator or make_evaluator(cfg, options, cfg.seed)
@@ -328,7 +344,7 @@ def tune(base_dir: str | Path, frame: pd.DataFrame, cfg: TuneConfig, lora: LoraC
                 if cfg.accuracy_tolerance is not None else None)
     floor = None if baseline is None else baseline[ACCURACY] - cfg.accuracy_tolerance
     objective = make_objective(base_dir, train, valid, lora, cfg, evaluate, plan=plan, base=base, add_bos=add_bos,
-                               prompt_format=prompt_format, log=log, pairs=pairs)
+                               prompt_format=prompt_format, log=log, pairs=pairs, anchors=anchors)
     ran = run_missing_trials(study, cfg.n_trials, objective, cfg.trial_retries)
     best, rule = choose_trial(study, floor)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
