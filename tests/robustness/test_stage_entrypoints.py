@@ -49,6 +49,7 @@ def test_variant_model_not_built(workdir, monkeypatch, capsys):
 
 
 STAGES = [
+    ("pipelines/preflight.py", []),
     ("pipelines/raw_data.py", []),
     ("pipelines/prepare.py", []),
     ("pipelines/base_model.py", []),

@@ -61,6 +61,11 @@ class Params(Section):
         problem = profile_problems(self.profile, self.profiles, self.variants)
         if problem:
             raise ValueError(problem)
+        for name, profile in self.profiles.items():  # every profile's study keys, not only the active one's
+            try:
+                TuneConfig.model_validate({**self.tune.model_dump(), **profile.tune})
+            except ValidationError as exc:
+                raise ValueError(f"profiles.{name}.tune: {_problems(exc)}") from None
         return self
 
     @property
