@@ -29,8 +29,6 @@ each full-copy embedding edit, each kept in ``models/``, DVC's cache and the MLf
 issue 41: 5.9 + 3.4 + 5.9 checkpoints for five full copies).
 """
 
-from __future__ import annotations
-
 import json
 import os
 import shutil
