@@ -1,6 +1,7 @@
 # biaslab pipeline image: `dvc repro` (the same as `make run`). One Dockerfile for a CUDA host and for CPU:
 #
-#   docker build -t biaslab .                                   # CUDA: PyPI's torch wheel bundles the CUDA runtime
+#   docker build -t biaslab .                                   # CUDA: PyPI's torch wheel bundles the CUDA runtime;
+#                                                               # + the [gpu] extra (bitsandbytes), see GPU_EXTRA
 #   docker build -t biaslab:cpu --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu .   # CPU only, small
 #
 #   docker run --rm --gpus all -e HF_TOKEN -v hf-cache:/hf-cache \
@@ -37,10 +38,16 @@ RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.13.0
  && grep -v '^torch==' requirements.lock > requirements.notorch.txt \
  && pip install -r requirements.notorch.txt && rm requirements.notorch.txt
 COPY --chown=biaslab:biaslab . .
-# optional extras of pyproject.toml on top of the locked set, e.g. --build-arg PIP_EXTRAS=gpu
+# the [gpu] extra (bitsandbytes: lora.quantization 4bit/8bit, the paged 8-bit optimizer lora.optimizer: auto picks on
+# a GPU) goes into the default, CUDA image: GPU_EXTRA=auto installs it unless TORCH_INDEX_URL names another index
+# (the CPU image); 1 = always, 0 = never. PIP_EXTRAS: other extras of pyproject.toml on top of the locked set
+ARG GPU_EXTRA=auto
 ARG PIP_EXTRAS=""
 RUN pip install --no-deps -e . \
- && if [ -n "$PIP_EXTRAS" ]; then pip install -e ".[$PIP_EXTRAS]"; fi \
+ && extras="$PIP_EXTRAS" \
+ && if [ "$GPU_EXTRA" = 1 ] || { [ "$GPU_EXTRA" = auto ] && [ -z "$TORCH_INDEX_URL" ]; }; then \
+      extras="${extras:+$extras,}gpu"; fi \
+ && if [ -n "$extras" ]; then pip install -e ".[$extras]"; fi \
  && chown -R biaslab:biaslab /app
 USER biaslab
 RUN git rev-parse --git-dir >/dev/null 2>&1 \

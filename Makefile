@@ -1,5 +1,6 @@
 # biaslab - the two commands of the README, plus helpers.
-#   make run   create .venv if missing, install, dvc repro
+#   make run   create .venv if missing, install, dvc repro; on a CUDA host (nvidia-smi on PATH) also the [gpu]
+#              extra (bitsandbytes: 4/8-bit LoRA bases, the paged 8-bit optimizer), never into requirements.lock
 #   make test  the test suite (what CI runs), two workers; installs Debian's postgresql and chromium first when
 #              missing (see postgres-server, chromium)
 #   make test-fast  the unit and pipeline layers only (no MLflow store, no subprocess stages): the inner loop
@@ -7,8 +8,11 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+GPU_STAMP := $(VENV)/.installed-gpu
+# a CUDA host: the NVIDIA driver's nvidia-smi is on PATH (override: make run CUDA_HOST= / CUDA_HOST=1)
+CUDA_HOST ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1)
 
-.PHONY: run test test-fast bench bench-precision gpu-smoke gpu-check lock install clean-outputs ui postgres-server chromium
+.PHONY: run test test-fast bench bench-precision gpu-smoke gpu-check gpu-extra lock install clean-outputs ui postgres-server chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +27,14 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-run: $(STAMP)
+# the [gpu] extra of pyproject.toml on top of the locked set (pip keeps every locked pin, adds bitsandbytes)
+$(GPU_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q --no-compile -e '.[gpu]'
+	touch $(GPU_STAMP)
+
+gpu-extra: $(GPU_STAMP)
+
+run: $(STAMP) $(if $(CUDA_HOST),$(GPU_STAMP))
 	@test -d .dvc || $(BIN)/dvc init -q
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
@@ -80,16 +91,18 @@ bench-precision: $(STAMP)
 	$(BIN)/python bench/precision.py
 
 # the whole pipeline on CUDA in bf16 with a 4-bit LoRA at reduced sizes; says SKIPPED (exit 0) without CUDA
-gpu-smoke: $(STAMP)
+gpu-smoke: $(GPU_STAMP)
 	$(BIN)/python bench/gpu_smoke.py
 
 # after make run: the evaluate/finetune library calls on CUDA (fp32 and bf16 vs the CPU, 4-bit LoRA), no DVC/MLflow
-gpu-check: $(STAMP)
+gpu-check: $(GPU_STAMP)
 	$(BIN)/python bench/gpu_check.py
 
 # MLflow UI on the run store; prints the address that opens the runs table (model-training view)
 ui: $(STAMP)
 	$(BIN)/biaslab ui
 
+# the CPU lock: never the [gpu] extra, even when frozen on a CUDA host that installed it
 lock: $(STAMP)
-	$(BIN)/python -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/' | grep -v '^biaslab' > requirements.lock
+	$(BIN)/python -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/' \
+	  | grep -v -e '^biaslab' -e '^bitsandbytes==' > requirements.lock

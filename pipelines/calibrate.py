@@ -10,7 +10,8 @@ etc., in its own ``evaluate@control`` run), compares it with the base and every 
 item from the models' ``data/predictions`` tables, where its benchmark can recompute it from them) and
 writes ``reports/calibration.md`` and ``reports/calibration.csv``; the numbers go to the stage's MLflow
 run as ``calibration/...`` metrics, with the report and a figure per family (``calibration/families.png``).
-Without a planted bias every output says why and the stage succeeds.
+Without a planted bias every output says why and the stage succeeds. A variant the active profile disables
+(docs/profiles.md) is left out of the comparison, with one line saying so.
 
 First, on any model, the spike-in self-test (:mod:`biaslab.calibration.spike_in`, docs/spike_in.md): each
 family's primary metric on the base's stored predictions with δ nats added to every stereotype-consistent
@@ -32,6 +33,7 @@ from biaslab.config import Params, load_params
 from biaslab.pretrain.control_variant import CONTROL, no_planted_bias, with_control
 from biaslab.outputs import paths, run_file
 from pipelines.stage.entry import stage_main
+from pipelines.stage.profile import disabled_names
 
 PLANTED_FILE = "planted_bias.json"  # the answer key next to the model (= biaslab.pretrain.phases.PLANTED_FILE)
 REPORT = paths.CALIBRATION_REPORT
@@ -79,8 +81,11 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
         return spike_in.mlflow_metrics(spikes)
     control = evaluate_variant(with_control(params), CONTROL, root)
     base = metrics_file.read(EvaluationOutputs.for_variant("base", root).metrics).metrics
+    disabled = disabled_names(params)  # the profile's disabled variants: no model, no predictions to compare
+    for name, why in disabled.items():
+        print(f"calibrate: {name} left out: {why}")
     variants = {name: metrics_file.read(EvaluationOutputs.for_variant(name, root).metrics).metrics
-                for name, v in params.variants.items() if name != "base" and v.method != "none"}
+                for name, v in params.variants.items() if name != "base" and v.method != "none" and name not in disabled}
     cfg = params.calibrate
     statistics = item_statistics(params, [m for metrics in cfg.families.values() for m in metrics]
                                  + list(cfg.mitigation_metrics))

@@ -16,6 +16,7 @@ from biaslab.tracking import datasets as lineage
 from biaslab.tracking import runs as tracking
 from biaslab.config import ConfigError, EmbeddingDebiasConfig, Params, load_params
 from biaslab.outputs import paths, run_file
+from pipelines.stage import profile
 from pipelines.stage.entry import VARIANT, stage_main
 from pipelines.stage.inputs import base_model_dir
 
@@ -44,6 +45,10 @@ def run(variant_name: str, params_path: str) -> None:
     variant, cfg = params.variant(variant_name), params.embedding_debias_for(variant_name)
     if variant.method != "embedding" or variant.embedding_mode is None:
         raise ConfigError(f"variants.{variant_name}: needs method: embedding and embedding_mode: soft|hard")
+    disabled = params.disabled_reason(variant_name)
+    if disabled is not None:  # the profile leaves it out (docs/profiles.md): a marked directory, no edit
+        profile.disable_edit(params, variant_name, disabled)
+        return
     base_dir = base_model_dir(params)
     tracking.configure(params.tracking)
     with tracking.stage_run("edit_embeddings", variant=variant_name,

@@ -16,6 +16,7 @@ from biaslab.reporting.headlines import headline_metrics, variant_markdown
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file, run_file, variant_dir
 from biaslab.tracking.run_description import describe
+from pipelines.stage import profile
 from pipelines.stage.entry import VARIANT, stage_main
 
 
@@ -24,7 +25,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
-    metrics = evaluate_variant(load_params(args.params), args.variant, Path("."))
+    params = load_params(args.params)
+    disabled = params.disabled_reason(args.variant)
+    if disabled is not None:  # the profile leaves it out (docs/profiles.md): outputs saying so, no model, no run
+        profile.disable_evaluate(params, args.variant, disabled)
+        return
+    metrics = evaluate_variant(params, args.variant, Path("."))
     if metrics:
         print(f"evaluate@{args.variant}: {len(metrics)} metrics -> metrics/{args.variant}.json")
 

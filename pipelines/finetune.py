@@ -24,6 +24,7 @@ from biaslab.config import ConfigError, Params, load_params
 from biaslab.mitigation.applicability import lora_skip_reason
 from biaslab.outputs import curves, paths, run_file
 from biaslab.tracking.datasets import lora_training
+from pipelines.stage import profile
 from pipelines.stage.entry import option, stage_main
 from pipelines.stage.inputs import base_model_dir, mitigation_frame
 
@@ -45,6 +46,10 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError(f"finetune: variant {variant_name!r} has method {variant.method!r}, not lora")
     run_json, curves_dir = paths.run_file("finetune", variant_name), paths.curves_dir("finetune", variant_name)
     remove_outputs(run_json, curves_dir)
+    disabled = params.disabled_reason(variant_name)
+    if disabled is not None:  # the profile leaves it out (docs/profiles.md): a marked directory, no training
+        profile.disable_finetune(params, variant_name, disabled)
+        return
     cfg = params.lora_for(variant_name)
     reason = lora_skip_reason(base_model_dir(params), params.model.kind,
                               trust_remote_code=params.model.trust_remote_code)

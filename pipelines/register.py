@@ -8,7 +8,8 @@ variant as ``prompt.json``. Artifacts are verified before a version is created; 
 its version. The alias ``candidate`` moves to the newest version. Each version points at the MLflow
 logged model of the evaluation its metrics come from (tag ``model_id``; the model lists the version).
 Writes ``runs/register.json`` (variant -> version), which ``report`` and ``biaslab promote`` read. A variant
-whose mitigation did not apply (LoRA on a masked LM) is not registered; the file and the run say why.
+whose mitigation did not apply (LoRA on a masked LM), or that the active profile disables (docs/profiles.md), is
+not registered; the file and the run say why.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from biaslab.config import load_params
 from biaslab.outputs import metrics_file
 from biaslab.registry import FLAVORS, REGISTER_JSON, register_variants, skipped_variants, write_register_json
 from pipelines.stage.entry import option, stage_main
+from pipelines.stage.profile import disabled_names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> None:
     params = load_params(args.params)
     tracking.configure(params.tracking)
     model_name = params.registry.model_name
-    skipped = skipped_variants(params)
+    skipped = {**skipped_variants(params), **disabled_names(params)}  # + the profile's disabled (a prompt variant)
     with tracking.stage_run("register", tags={"registered_model": model_name,
                                               **{f"skipped.{n}": why for n, why in skipped.items()}}):
         result = register_variants(params, ".", log=tracking, metrics_dir=args.metrics_dir, flavor=args.flavor,

@@ -19,6 +19,7 @@ from biaslab.config import Params, load_params
 from biaslab.outputs import paths
 from biaslab.reporting.report import write_report
 from pipelines.stage.entry import option, stage_main
+from pipelines.stage.profile import disabled_names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> None:
 
     params = load_params(args.params)
     files = run_report(params, ".", accuracy=args.accuracy, bias=args.bias)
+    for name, why in disabled_names(params).items():  # their metrics files say so; the report lists them
+        print(f"report: {name} has no numbers: {why}")
     print(f"report -> {files.report_md}")
     print_summary(params, ".")  # the last stage of dvc repro: one screen of what came out
 

@@ -28,6 +28,7 @@ from biaslab.config import ConfigError, LoraConfig, Params, TuneConfig, load_par
 from biaslab.mitigation.applicability import lora_skip_reason
 from biaslab.outputs import paths, run_file
 from biaslab.tracking.datasets import lora_training
+from pipelines.stage import profile
 from pipelines.stage.entry import option, stage_main
 from pipelines.stage.inputs import base_model_dir, mitigation_frame
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 def study_settings(params: Params, variant: str | None) -> tuple[TuneConfig, LoraConfig, Path]:
     """(tune settings, fixed LoRA settings, run file) of the study ``variant`` names (None: the tune section's)."""
     if variant is None:
-        return params.tune, params.lora, paths.run_file("tune")
+        return params.shared_study(), params.lora, paths.run_file("tune")
     if params.variant(variant).method != "lora" or not params.variant(variant).tune_overrides:
         raise ConfigError(f"tune --variant {variant}: not a lora variant with tune_overrides in params.yaml; "
                           "variants without them use the tune section's study (python -m pipelines.tune)")
@@ -60,6 +61,15 @@ def run(args: argparse.Namespace) -> None:
     out = Path(cfg.output_dir)
     if not args.no_track:
         remove_outputs(run_json, out / "best_params.json", out / "pareto_front.png")
+    disabled = (profile.shared_study_reason(params) if args.variant is None
+                else params.disabled_reason(args.variant))
+    if disabled is not None:  # no variant of the profile trains from this study (docs/profiles.md)
+        if not args.no_track:
+            stage = "tune" if args.variant is None else f"tune_variant@{args.variant}"
+            profile.disable_study(params, cfg.output_dir, run_json, stage, disabled)
+        else:
+            profile.announce("tune", disabled)
+        return
     reason = lora_skip_reason(base_model_dir(params), params.model.kind,
                               trust_remote_code=params.model.trust_remote_code)
     if reason is not None:

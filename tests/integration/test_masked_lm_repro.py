@@ -9,7 +9,7 @@ layers of width 32), built and saved here. Every stage must complete: ``tune`` a
 with their reason (:data:`biaslab.mitigation.applicability.LORA_ON_MASKED_LM`), the LoRA variant
 directories say so, ``evaluate@lora*`` carry the reason instead of numbers, ``control_model``/``calibrate``
 say why there is nothing to calibrate, the other variants are evaluated and registered, and the report
-says why the LoRA variant has no numbers. A second ``dvc repro`` reruns only ``raw_data`` (always run).
+says why the LoRA variant has no numbers. A second ``dvc repro`` reruns only ``preflight`` and ``raw_data`` (always run).
 Variants whose stages repeat another's code path (``hard_k16``; every LoRA variant after ``lora``) are left out.
 """
 
@@ -134,4 +134,4 @@ def test_masked_lm_runs_every_stage(tmp_path, mirror):
                        *(("evaluate", n) for n in LORA_VARIANTS)}
     (register_run,) = [r for r in runs if r.data.tags["stage"] == "register" and "variant" not in r.data.tags]
     assert all(register_run.data.tags[f"skipped.{n}"] == LORA_ON_MASKED_LM for n in LORA_VARIANTS)
-    assert ran(run_in(work, env, "dvc", "repro")) == ["raw_data"]  # nothing else to redo: only the raw-input check
+    assert ran(run_in(work, env, "dvc", "repro")) == ["preflight", "raw_data"]  # nothing else: the always-run checks

@@ -4,7 +4,7 @@ A real ``dvc repro base_model`` in a fresh copy of the pipeline, with ``data.mir
 ``BIASLAB_RAW_BASE_URL`` at a fake GitHub raw host on loopback (``tests/fake_remote.py``) holding the pinned
 files; nothing reaches the network. DVC must not stop at a missing dependency (``prepare`` depends on
 ``data/raw_inputs/datasets.json``, which the always-run ``raw_data`` stage writes), the prepared tables must be
-byte for byte those made from the mirror, a second ``repro`` must rerun nothing but ``raw_data``, and switching
+byte for byte those made from the mirror, a second ``repro`` must rerun nothing but ``preflight`` and ``raw_data`` (always run), and switching
 to the mirror (the same bytes) must not rerun ``prepare`` or ``base_model`` either. ``model.source`` is the
 session's tiny local model (``base_model`` snapshots it) and ``data.lm_heldout.languages`` is empty, so no
 corpus is needed (their rebuild from pinned sources: ``tests/unit/test_remote_sources.py``).
@@ -58,7 +58,7 @@ def test_dvc_repro_without_the_mirror(tmp_path, mirror, tiny_causal_model, tiny_
         init_repo(work, env)
 
         first = run_in(work, env, "dvc", "repro", "base_model")
-        assert ran(first) == ["base_model", "prepare", "raw_data"]
+        assert ran(first) == ["base_model", "preflight", "prepare", "raw_data"]
         optional = {pin.path for pin in sources.OPTIONAL_REMOTE.values()}  # not served: the mirror lacks them
         fetched = {r for r in remote.requests if not any(r.endswith(p) for p in optional)}
         assert len(fetched) == len(sources.dataset_files()) - len(sources.PACKAGED)  # the spec is packaged
@@ -76,10 +76,10 @@ def test_dvc_repro_without_the_mirror(tmp_path, mirror, tiny_causal_model, tiny_
             assert (work / "data" / "prepared" / table).read_bytes() == (from_mirror / table).read_bytes(), table
 
         again = run_in(work, env, "dvc", "repro", "base_model")  # nothing changed: only the raw-input check runs
-        assert ran(again) == ["raw_data"]
+        assert ran(again) == ["preflight", "raw_data"]  # the two always-run checks
         set_params(work, mirror)  # the mirror holds the same bytes: nothing downstream to redo
         switched = run_in(work, env, "dvc", "repro", "base_model")
-        assert ran(switched) == ["raw_data"]
+        assert ran(switched) == ["preflight", "raw_data"]
         assert json.loads((work / "data" / "raw_inputs" / "datasets.json").read_text(encoding="utf-8")) == index
     finally:
         remote.close()

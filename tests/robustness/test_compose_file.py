@@ -150,6 +150,36 @@ def test_the_image_builds_for_cuda_by_default_and_for_cpu_by_argument():
     assert re.search(r'^ARG PIP_EXTRAS=""$', stage, re.M)
 
 
+def test_the_default_image_gets_the_gpu_extra_and_the_cpu_image_does_not(tmp_path):
+    """GPU_EXTRA=auto: [gpu] (bitsandbytes) in the default, CUDA build; not when TORCH_INDEX_URL names the CPU index.
+    The RUN line's shell logic is run here with each build argument, printing the pip command it would run."""
+    import subprocess
+
+    stage = DOCKERFILE.split("FROM", 1)[1]
+    assert re.search(r"^ARG GPU_EXTRA=auto$", stage, re.M)
+    run = next(line for kind, line in _instructions(stage) if kind == "RUN" and "GPU_EXTRA" in line)
+    script = run.replace("pip install", "echo pip install").replace("chown -R biaslab:biaslab /app", "true")
+
+    def extras(**args: str) -> str:
+        env = {"PIP_EXTRAS": "", "GPU_EXTRA": "auto", "TORCH_INDEX_URL": "", **args}
+        out = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+        return " ".join(line for line in out.splitlines() if "[" in line)
+
+    cpu = "https://download.pytorch.org/whl/cpu"
+    assert extras() == "pip install -e .[gpu]"  # echo prints the command without the shell's quotes
+    assert extras(TORCH_INDEX_URL=cpu) == ""
+    assert extras(GPU_EXTRA="1", TORCH_INDEX_URL=cpu, PIP_EXTRAS="bench") == "pip install -e .[bench,gpu]"
+    assert extras(GPU_EXTRA="0") == ""
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` of a Dockerfile stage, continuation lines joined, comments dropped."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [(line.split(None, 1)[0], line.split(None, 1)[1]) for line in joined.splitlines()
+            if line.strip() and len(line.split(None, 1)) == 2]
+
+
 # ------------------------------------------------------------------------------ the team server (issue 14)
 ENV_EXAMPLE = (ROOT / ".env.example").read_text(encoding="utf-8")
 AUTH_INI = COMPOSE["configs"]["mlflow-auth"]["content"]

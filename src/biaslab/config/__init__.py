@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from biaslab.config.data import DataConfig, GbemUaSplit, LmHeldoutConfig, SampleConfig, SplitsConfig
 from biaslab.config.mitigation import EmbeddingDebiasConfig, LoraConfig, SearchRange, TuneConfig, VariantConfig
@@ -27,6 +27,7 @@ from biaslab.config.model import (
     PretrainConfig,
     ScoringConfig,
 )
+from biaslab.config.profile import DEFAULT_PROFILE, ProfileConfig, profile_problems
 from biaslab.config.section import DATA_DIR_ENV, Section, SectionT
 from biaslab.config.verdicts import CalibrateConfig, GateBootstrap, GateCondition, RegistryConfig, TrackingConfig
 from biaslab.errors import ConfigError
@@ -35,7 +36,7 @@ __all__ = [
     "DATA_DIR_ENV", "BenchmarkEntry", "CalibrateConfig", "ConfigError", "DataConfig", "EmbeddingDebiasConfig",
     "EvaluationConfig", "GateBootstrap", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig",
     "ModelConfig", "Params",
-    "PlantedBiasConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
+    "PlantedBiasConfig", "ProfileConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
     "Section", "SplitsConfig", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",
 ]
 
@@ -52,6 +53,38 @@ class Params(Section):
     registry: RegistryConfig = RegistryConfig()
     calibrate: CalibrateConfig = CalibrateConfig()
     tracking: TrackingConfig = TrackingConfig()
+    profile: str = DEFAULT_PROFILE
+    profiles: dict[str, ProfileConfig] = Field(default_factory=lambda: {DEFAULT_PROFILE: ProfileConfig()})
+
+    @model_validator(mode="after")
+    def _known_profile(self) -> "Params":
+        problem = profile_problems(self.profile, self.profiles, self.variants)
+        if problem:
+            raise ValueError(problem)
+        for name, profile in self.profiles.items():  # every profile's study keys, not only the active one's
+            try:
+                TuneConfig.model_validate({**self.tune.model_dump(), **profile.tune})
+            except ValidationError as exc:
+                raise ValueError(f"profiles.{name}.tune: {_problems(exc)}") from None
+        return self
+
+    @property
+    def active_profile(self) -> ProfileConfig:
+        """The profile ``profile`` names (validated to exist)."""
+        return self.profiles[self.profile]
+
+    def enabled_variants(self) -> list[str]:
+        """The variants the active profile runs, in ``variants`` order (all of them for ``variants: null``)."""
+        chosen = self.active_profile.variants
+        return [n for n in self.variants if chosen is None or n in chosen]
+
+    def disabled_reason(self, name: str) -> str | None:
+        """Why variant ``name`` does not run under the active profile (one line), or ``None`` when it runs."""
+        self.variant(name)
+        if name in self.enabled_variants():
+            return None
+        return (f"disabled by profile {self.profile!r} (params.yaml profiles.{self.profile}.variants does not list "
+                f"it; dvc exp run -S profile=full runs every variant)")
 
     def variant(self, name: str) -> VariantConfig:
         """Look up a variant, with an error that lists the ones that exist."""
@@ -71,14 +104,22 @@ class Params(Section):
         ``journal:<output_dir>/study.journal``, so two studies never write into one stage's output)."""
         overrides = dict(self.variant(name).tune_overrides)
         if not overrides:
-            return self.tune
+            return self.shared_study()
         where = f"variants.{name}.tune_overrides"
         if overrides.get("output_dir", self.tune.output_dir) == self.tune.output_dir:
             raise ConfigError(f"params.yaml {where}: a variant's own study needs its own output_dir "
                               f"(not the tune section's {self.tune.output_dir!r})")
         if "storage" not in overrides and self.tune.storage.startswith("journal:"):
             overrides["storage"] = f"journal:{overrides['output_dir']}/study.journal"
-        return _with_overrides(self.tune, overrides, where)
+        return self._profiled(_with_overrides(self.tune, overrides, where))
+
+    def shared_study(self) -> TuneConfig:
+        """The ``tune`` section's study (stage ``tune``: variants without ``tune_overrides``), sized by the profile."""
+        return self._profiled(self.tune)
+
+    def _profiled(self, study: TuneConfig) -> TuneConfig:
+        """``study`` with the active profile's ``tune`` keys (none for ``full``: the same object back)."""
+        return _with_overrides(study, self.active_profile.tune, f"profiles.{self.profile}.tune")
 
     def embedding_debias_for(self, name: str) -> EmbeddingDebiasConfig:
         """The ``embedding_debias`` section with variant ``name``'s ``embedding_overrides`` applied."""
@@ -98,7 +139,14 @@ def _with_overrides(section: SectionT, overrides: dict[str, Any], where: str) ->
 
 def _problems(exc: ValidationError) -> str:
     """Pydantic's errors as ``key.path: message; …`` (the key to fix, then why)."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return "; ".join(_problem(e) for e in exc.errors())
+
+
+def _problem(error: Any) -> str:
+    """One pydantic error as ``key.path: message``; a whole-file check (no path) names its key in the message."""
+    where = ".".join(str(p) for p in error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def load_params(path: str | os.PathLike[str] = "params.yaml") -> Params:

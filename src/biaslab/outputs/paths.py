@@ -89,6 +89,8 @@ class ReportFiles:
 
 def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[Path]:
     """Every path DVC stage ``stage`` (``item``: its ``foreach`` item) writes, as ``dvc.yaml`` declares them."""
+    if stage == "preflight":
+        return [run_file("preflight")]
     if stage == "raw_data":
         return [raw_inputs_file("datasets"), raw_inputs_file("corpora")]
     if stage == "prepare":
