@@ -207,3 +207,17 @@ def test_the_verdict_stages_read_the_test_items():
         assert item["study"] == params.tune_for(variant).output_dir
     assert set(DVC["stages"]["tune_variant"]["foreach"]) == {
         v for v, c in params.variants.items() if c.method == "lora" and c.tune_overrides}
+
+
+def test_held_out_documents_go_whole_to_one_set_even_with_a_lone_origin():
+    """A language whose validation documents are one (a stratum of one) is split by language alone."""
+    import pandas as pd
+
+    chunks = pd.DataFrame({"language": ["en"] * 6 + ["uk"] * 4, "document": [0, 1, 1, 2, 3, 3, 0, 0, 1, 2],
+                           "origin": ["validation"] + ["untrained_tail"] * 5 + ["validation"] * 4})
+    where = splits.document_split(chunks, 0.5, 0)
+    by_doc = {}
+    for (lang, doc), w in zip(zip(chunks["language"], chunks["document"]), where):
+        assert by_doc.setdefault((lang, doc), w) == w  # every chunk with its document
+    assert {w for (lang, _), w in by_doc.items() if lang == "en"} == {SELECT, TEST}
+    assert splits.document_split(chunks, 0.5, 0) == where  # seeded

@@ -187,6 +187,8 @@ def document_split(chunks: Any, fraction: float, seed: int) -> list[str]:
     has_origin = "origin" in chunks.columns
     docs = chunks.drop_duplicates(["language", "document"])
     strata = [(lang, o) for lang, o in zip(docs["language"], docs["origin"] if has_origin else [""] * len(docs))]
+    lone = {lang for lang, o in set(strata) if strata.count((lang, o)) < 2}  # an origin of one document:
+    strata = [(lang, "") if lang in lone else (lang, o) for lang, o in strata]  # that language by language only
     sets = stratified_selection(strata, list(docs["document"]), fraction, seed,
                                 "lm_heldout.parquet documents (params data.splits)")
     of_doc = dict(zip(zip(docs["language"], docs["document"]), sets))
