@@ -24,7 +24,9 @@ is another draw like another CPU's, not the CPU's model. Held-out quality is rea
 compare its values across recipes of one seed, not across seeds.
 
 Output (``--out``, default ``bench/results/planted-draws``, git-ignored): ``draws.jsonl`` (a line per
-recipe and seed: every configured family's primary metric, planted and control with CIs, its status),
+recipe and seed: the ``commit`` and ``params_hash`` it was drawn with - the calibrate stage counts only draws
+whose hash is its own params' (``biaslab.calibration.draws.recipe_hash``) - and every configured family's
+primary metric, planted and control with CIs, its status),
 ``models.jsonl`` (a line per trained model: its headline metrics and training summary) and
 ``summary.md`` / ``summary.json`` (per recipe and family: detected in k of K draws, by the paired reading
 in how many, the mean effect). With ``--keep`` each model's prediction tables stay next to it
@@ -336,9 +338,19 @@ def read_draw(raw: Mapping[str, Any], statistics: Mapping[str, tuple[str, Any]],
     paired = paired_of(raw, statistics, treated, control)
     found = verdicts(families, treated["metrics"], control["metrics"], paired)
     qa = treated["metrics"].get("gbem_ua/qa_macro_f1", {}).get("value")
-    return {"recipe": recipe, "seed": seed, "families": found, "planted_qa_macro_f1": qa,
+    return {"recipe": recipe, "seed": seed, **recipe_stamp(raw), "families": found, "planted_qa_macro_f1": qa,
             "detected": sum(f["status"] == "detected" for f in found.values()),
             "detected_paired": sum(f["paired_status"] == "detected" for f in found.values())}
+
+
+def recipe_stamp(raw: Mapping[str, Any]) -> dict[str, str]:
+    """``commit`` (``-dirty`` with changes) and ``params_hash`` (``biaslab.calibration.draws.recipe_hash``): what
+    the calibrate stage matches against its own params before it counts a draw (another recipe is stale)."""
+    from biaslab.calibration.draws import recipe_hash
+    from biaslab.config import Params
+    from biaslab.tracking.git_commit import git_commit
+
+    return {"commit": git_commit(ROOT), "params_hash": recipe_hash(Params.model_validate(dict(raw)).model_dump(mode="json"))}
 
 
 def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], shared_dirs: Mapping[str, str],

@@ -60,6 +60,7 @@ LOADED_BY_PATH: dict[str, list[str]] = {
     "biaslab.metrics.classification": ["src/biaslab/metrics/modules"],  # evaluate.load(<folder>)
     "biaslab.data.sources": ["src/biaslab/data/specs"],  # packaged_path(): files committed as package data
     "biaslab.data.corpora": ["src/biaslab/data/specs/corpora"],  # the corpora recipes (<lang>.tsv)
+    "biaslab.benchmarks.agreement.items": ["src/biaslab/benchmarks/agreement/data"],  # the minimal-pair templates
 }
 """Modules that read files shipped in the package (``__file__``, ``importlib.resources``), and those files."""
 

@@ -74,7 +74,7 @@ def test_the_headline_counts_families_by_the_across_draw_test_and_the_run_is_one
     section = across.render_markdown(rows, "metrics/draws/x.jsonl")
     assert section.startswith("**1 of 2 benchmark families detect the planted bias across draws** (4 planted/"
                               "control pairs against 4 A/A pairs")
-    assert "| rubia | `rubia/pro_share/gender` | 0 of 4 / 0 of 4 | 2 of 4 / 1 of 4 |" in section
+    assert "| rubia | `rubia/pro_share/gender` | increase | 0 of 4 / 0 of 4 | 2 of 4 / 1 of 4 |" in section
     metrics = across.mlflow_metrics(rows)
     assert metrics["calibration/draws/families_detected"] == 1.0
     assert metrics["calibration/draws/rubia/paired_false_positive_rate"] == 0.25
@@ -100,3 +100,91 @@ def test_the_committed_draws_file_reads_and_names_every_calibrate_family():
                                params.calibrate.draws_recipe, params.calibrate.draws_alpha)
     assert [r.family for r in rows] == list(params.calibrate.families)
     assert all(len(r.effects) >= 4 and len(r.aa_effects) >= 4 for r in rows)  # issue 36: >= 4 + 4 draws
+
+
+# ------------------------------------------------------------------ issue 43: direction, power, recipe stamp
+def test_a_decrease_family_is_tested_in_its_own_direction():
+    families = {"gbem_ua": {"gbem_ua/qa_logodds_gap_fem": "decrease"}, "rubia": {"rubia/pro_share/gender": "increase"}}
+    # mirror gbem's effects: planted effects far *below* the A/A ones is what a decrease family expects
+    mirrored = [{**d, "families": {**d["families"], "gbem_ua": {**d["families"]["gbem_ua"],
+                                                                "effect": -d["families"]["gbem_ua"]["effect"]}}}
+                for d in DRAWS]
+    rows = {r.family: r for r in across.across_draws(mirrored, families)}
+    assert rows["gbem_ua"].expected == "decrease"
+    assert rows["gbem_ua"].p_value == pytest.approx(1 / 70) and rows["gbem_ua"].detected_across
+    # the same effects read as an increase: the largest possible p
+    as_increase = {r.family: r for r in across.across_draws(mirrored, FAMILIES)}
+    assert as_increase["gbem_ua"].p_value == pytest.approx(1.0) and not as_increase["gbem_ua"].detected_across
+    assert across.mann_whitney([0.0, -0.1], [1.0, 2.0], "decrease") == pytest.approx(1 / 6)
+    assert rows["gbem_ua"].mde < 0  # the signed MDE of a decrease family points down
+
+
+def test_power_and_minimal_detectable_effect_at_four_plus_four_draws():
+    curve = dict(across.power_curve(4, 4))
+    assert curve[0.0] == pytest.approx(2 / 70, abs=0.005)  # the exact test's size: U >= 15 of 16, 2 of 70 splits
+    assert curve[1.0] == pytest.approx(0.24, abs=0.02)  # the issue's "power ≈ 24 % at 1 SD"
+    assert 2.2 <= across.mde_sd(4, 4) <= 2.6
+    assert across.mde_sd(8, 8) < across.mde_sd(4, 4)
+    assert across.mde_sd(1, 4) is None
+    rows = {r.family: r for r in across.across_draws(DRAWS, FAMILIES)}
+    rubia = rows["rubia"]
+    assert rubia.verdict().startswith("not detected at this power (MDE +")
+    assert rubia.mde == pytest.approx(rubia.mde_sd * rubia.sd)
+    section = across.render_markdown(list(rows.values()), "x.jsonl")
+    assert "not detected at this power (MDE" in section and "(1 SD: 2" in section
+    assert across.mlflow_metrics(list(rows.values()))["calibration/draws/rubia/mde"] == pytest.approx(rubia.mde)
+
+
+def _params():
+    from biaslab.config import load_params
+
+    return load_params("params.yaml").model_dump(mode="json")
+
+
+def _stamped(path, params, **extra):
+    stamp = {"commit": "abc123", "params_hash": across.recipe_hash(params), **extra}
+    path.write_text("".join(json.dumps({**d, **stamp}) + "\n" for d in DRAWS), encoding="utf-8")
+    return path
+
+
+def test_draws_of_this_recipe_are_counted_and_another_recipe_is_stale(tmp_path):
+    params = {**_params(), "calibrate": {**_params()["calibrate"], "families": FAMILIES}}
+    report = across.draws_report(_stamped(tmp_path / "d.jsonl", params), params)
+    assert report.markdown.startswith("**1 of 2 benchmark families detect") and "params hash sha256:" in report.markdown
+    assert report.metrics["calibration/draws/stale"] == 0.0 and report.metrics["calibration/draws/families_detected"] == 1
+    assert report.aa_spread["gbem_ua/qa_logodds_gap_fem"][1:] == (0.19, 4)
+    # another recipe: a changed planted strength
+    other = json.loads(json.dumps(params))
+    other["model"]["pretrain"]["planted_bias"]["strength"] += 1
+    assert across.recipe_hash(other) != across.recipe_hash(params)
+    stale = across.draws_report(_stamped(tmp_path / "o.jsonl", other), params)
+    assert stale.markdown.startswith("**Across draws: not counted") and "another recipe" in stale.markdown
+    assert stale.metrics == {"calibration/draws/stale": 1.0} and not stale.aa_spread
+    assert "**1 of 2 benchmark families detect" not in stale.markdown  # the table is shown, not counted
+
+
+def test_the_recipe_hash_ignores_what_varies_per_draw_and_what_no_family_reads():
+    params = _params()
+    varied = json.loads(json.dumps(params))
+    varied["model"]["pretrain"]["seed"] = 7
+    varied["data"]["prepared_dir"] = "elsewhere"
+    varied["scoring"]["device"] = "cuda"
+    varied["evaluation"]["benchmarks"].pop("agreement", None)  # not a calibrated family's benchmark
+    assert across.recipe_hash(varied) == across.recipe_hash(params)
+    varied["evaluation"]["bootstrap_samples"] = 10
+    assert across.recipe_hash(varied) != across.recipe_hash(params)
+
+
+def test_the_committed_draws_file_records_no_recipe_and_is_reported_stale():
+    """The draws committed before issue 43 carry no params hash: "unknown recipe", not counted."""
+    from biaslab.config import load_params
+
+    params = load_params("params.yaml")
+    report = across.draws_report(params.calibrate.draws, params.model_dump(mode="json"))
+    assert report.markdown.startswith("**Across draws: not counted") and "no params hash" in report.markdown
+    assert report.metrics["calibration/draws/stale"] == 1.0
+    # its numbers, recomputed: the p-values docs/planted_bias.md quotes
+    rows = {r.family: r for r in across.across_draws(across.read_draws(params.calibrate.draws),
+                                                     params.calibrate.families)}
+    assert rows["rubia"].p_value == pytest.approx(0.471, abs=5e-4)
+    assert rows["crows_pairs"].p_value == pytest.approx(0.714, abs=5e-4)

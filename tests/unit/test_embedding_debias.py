@@ -51,10 +51,20 @@ def prepared(tmp_path_factory):
         "female": ["вона", "жінка", "кандидатка", "she", "woman", "her", "она", "женщина"],
         "source": "test",
     }).to_parquet(d / "gender_pairs.parquet")
-    _gbem_rows().to_parquet(d / "gbem_ua.parquet")
-    pd.DataFrame({"job": ["nurse", "skincare specialist"], "group": "female_dominated"}).to_parquet(
-        d / "occugender_jobs.parquet")
-    pd.DataFrame({"occupation": ["the doctor", ""]}).to_parquet(d / "winobias.parquet")
+    gbem = _gbem_rows()
+    gbem.to_parquet(d / "gbem_ua.parquet")
+    jobs = pd.DataFrame({"job": ["nurse", "skincare specialist"], "group": "female_dominated"})
+    jobs.to_parquet(d / "occugender_jobs.parquet")
+    # WinoBias has no split: "skincare specialist" is an OccuGender test job and must not come back through it
+    pd.DataFrame({"occupation": ["the doctor", "", "the skincare specialist"]}).to_parquet(d / "winobias.parquet")
+    # the split folders prepare writes (biaslab.data.splits): лікар is a test profession, медик a fine-tune one
+    labels = {"train": "finetune", "select": "validation", "test": "eval"}
+    for split, label in labels.items():
+        (d / split).mkdir()
+        (d / split / "manifest.json").write_text(json.dumps({"split": split}), encoding="utf-8")
+        gbem[gbem["split"] == label].reset_index(drop=True).to_parquet(d / split / "gbem_ua.parquet")
+    jobs.iloc[[0]].to_parquet(d / "select" / "occugender_jobs.parquet")
+    jobs.iloc[[1]].reset_index(drop=True).to_parquet(d / "test" / "occugender_jobs.parquet")
     return d
 
 
@@ -113,6 +123,20 @@ def test_identical_pair_is_dropped_not_silently_used():
 def test_job_titles_extracted_from_sentences():
     words = gbem_ua_professions(_gbem_rows())
     assert {"лікар", "лікаря", "лікарки", "медика", "медикині"} <= words
+
+
+def test_target_words_come_from_train_and_selection_items_only(prepared):
+    """The leak of issue 43: no GBEM-UA test profession or OccuGender test job is an edit target."""
+    from biaslab.mitigation.embedding.targets import profession_words, target_words, test_words
+
+    professions = profession_words(prepared, ["gbem_ua", "occugender", "winobias"], ["uk", "en"])
+    held_out = test_words(prepared)
+    assert {"лікар", "лікаря", "лікарки", "skincare specialist"} <= held_out
+    assert professions["uk"] == {"медик", "медика", "медикині"}
+    assert professions["en"] == {"nurse", "doctor"}
+    for mode in ("soft", "hard"):
+        words = target_words(professions, ["uk", "en"], {}, CFG.hard_extra_words, mode)
+        assert not held_out & {w for ws in words.values() for w in ws}
 
 
 def test_hard_targets_are_a_superset_of_soft(tiny_tokenizer, prepared):

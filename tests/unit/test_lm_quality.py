@@ -83,19 +83,45 @@ def test_chunks_cut_at_line_breaks_and_long_lines_at_spaces():
     assert "".join(chunks("aa bb\ncc", 100)) == "aa bb\ncc"
 
 
-def test_default_heldout_text_is_the_default_models_validation_documents(mirror):
+def test_default_heldout_text_is_text_the_default_model_never_trained_on(mirror):
+    """Issue 43: whole held-out documents the default model never saw - its validation documents, and of each
+    training document the part after its training prefix - without changing its training text."""
     from biaslab.config import DataConfig, Params
-    from biaslab.data.lm_heldout import load
     from biaslab.data.corpus import load_corpus
+    from biaslab.data.lm_heldout import DUPLICATE_LINE_CHARS, load
 
     params = Params(data=DataConfig(mirror_dir=str(mirror)))
     table = load(params).to_pandas()
     cfg = params.model.pretrain
-    splits = load_corpus(mirror / "corpora", cfg.languages, 1, cfg.validation_documents, cfg.validation_chars, cfg.seed)
+    # what biaslab.pretrain trains on (the same call as pretrain.phases / pretrain.build)
+    splits = load_corpus(mirror / "corpora", cfg.languages, cfg.chars_per_language, cfg.validation_documents,
+                         cfg.validation_chars, cfg.seed)
     for lang, split in splits.items():
         mine = table[table["language"] == lang]
-        assert " ".join(mine["text"]).split() == " ".join(split.validation_texts).split()  # same words, in order
+        training = "\n".join(split.train_texts)
+        docs = mine.drop_duplicates("document")
+        assert len(docs) >= 23 and docs["source"].is_unique  # one held-out document per corpus document
+        assert set(docs.loc[docs["origin"] == "validation", "source"]) == set(split.validation_sources)
+        assert set(docs.loc[docs["origin"] == "untrained_tail", "source"]) <= set(split.train_sources)
+        for text in mine["text"]:  # no held-out chunk's line is training text
+            assert not any(len(line) >= DUPLICATE_LINE_CHARS and line in training for line in text.split("\n"))
         assert mine["text"].str.len().max() <= params.data.lm_heldout.chunk_chars
+    sizes = table.drop_duplicates(["language", "document"]).groupby("language").size().to_dict()
+    assert sizes["uk"] >= 30 and sizes["ru"] >= 30 and sizes["en"] == 23  # en: the corpus has 23 novels in all
+
+
+def test_the_ci_resamples_documents_not_chunks(tmp_path):
+    """Two documents of many equal chunks each: resampling chunks gives a narrow CI, documents a wide one."""
+    texts = {}
+    for doc, lp in ((0, -1.0), (1, -9.0)):
+        for i in range(20):
+            texts[f"doc {doc} chunk {i:02d}"] = ("en", doc, i, lp)
+    prepared = write_heldout(tmp_path, [(lang, d, i, t) for t, (lang, d, i, _) in texts.items()])
+    lm = FakeScorer(sentences={t: SentenceScore(lp, 2) for t, (_, _, _, lp) in texts.items()})
+    result = BENCHMARK.run(lm, prepared, {}, CTX)
+    m = result.metrics["lm_quality/bits_per_char_en"]
+    low_doc, high_doc = (1 * 20) / math.log(2) / sum(map(len, texts)) * 2, 9.0 * 40 / math.log(2) / sum(map(len, texts))
+    assert m.ci_low == pytest.approx(low_doc, rel=1e-9) and m.ci_high == pytest.approx(high_doc, rel=1e-9)
 
 
 def test_no_heldout_languages_prepares_no_table_and_skips_the_benchmark(tmp_path):

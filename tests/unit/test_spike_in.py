@@ -143,6 +143,23 @@ def test_resolution_is_by_cis_apart_not_by_a_paired_ci_of_a_model_and_its_spiked
     assert result.equivalent_delta(0.5) is None and result.equivalent_delta(-0.1) is None
 
 
+def test_the_resolution_is_also_stated_against_the_a_a_spread():
+    """Issue 43: where A/A draws exist, the spike that moves the metric as far as the largest A/A effect."""
+    from biaslab.calibration.families import detection_status
+
+    zero = MetricValue(0.5, "target", None, 0.4, 0.6)
+    points = [spike_in.DosePoint(d, MetricValue(v, "target", None, v - 0.1, v + 0.1),
+                                 detection_status(MetricValue(v, "target", None, v - 0.1, v + 0.1), zero, "increase"))
+              for d, v in ((0, 0.5), (0.5, 0.6), (1, 0.69), (2, 0.71))]
+    result = spike_in.SpikeIn("f", "f/m", "increase", points, zero)
+    spread = {"f/m": (0.03, 0.05, 4)}  # sd, largest |A/A effect|, draws
+    assert spike_in.aa_resolution(result, spread["f/m"]) == pytest.approx(0.25)
+    text = spike_in.render_markdown([result], "base", aa_spread=spread)
+    assert "### The resolution against re-training (A/A draws)" in text and "| f | 0.030 (0.050, 4) | 0.25 nats |" in text
+    stale = spike_in.render_markdown([result], "base", aa_spread={})
+    assert "no current A/A draws" in stale and "against re-training" not in spike_in.render_markdown([result], "base")
+
+
 def test_a_metric_that_moves_against_the_stereotype_fails_naming_the_family_and_delta(tmp_path):
     from biaslab.benchmarks.rubia import BENCHMARK
 

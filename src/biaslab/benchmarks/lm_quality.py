@@ -1,8 +1,9 @@
 """LM quality ("do no harm"): held-out perplexity and bits per character per language.
 
 A mitigation that removes bias by damaging the model is no mitigation, so every variant is also scored on
-held-out text (``data/prepared/test/lm_heldout.parquet``: the test half of the chunks, :mod:`biaslab.data.splits`;
-see :mod:`biaslab.data.lm_heldout`: by default the default model's own validation documents). Each chunk is scored from BOS as one request,
+held-out text (``data/prepared/test/lm_heldout.parquet``: the chunks of the test half of the held-out documents,
+:mod:`biaslab.data.splits`; see :mod:`biaslab.data.lm_heldout`: by default corpus text the default model never
+trained on, one held-out document per corpus document). Each chunk is scored from BOS as one request,
 ``log P(chunk | BOS)`` summed over its tokens, and per language:
 
 * ``lm_quality/ppl_<lang>`` = ``exp(Σ NLL / Σ tokens)`` — token perplexity (comparable between variants
@@ -10,8 +11,9 @@ see :mod:`biaslab.data.lm_heldout`: by default the default model's own validatio
 * ``lm_quality/bits_per_char_<lang>`` = ``Σ NLL / ln 2 / Σ characters`` — tokenizer-independent;
 * ``lm_quality/bits_per_char`` — all languages pooled (characters as weights).
 
-All lower is better, each with a percentile-bootstrap CI resampling chunks (ratio estimator: numerator and
-denominator resampled together). The text is scored without a prompt prefix: a prompt variant's weights
+All lower is better, each with a percentile-bootstrap CI resampling **documents** (``language``,
+``document``: a document's chunks are drawn together, since chunks of one text are not independent; ratio
+estimator: numerator and denominator resampled together). The text is scored without a prompt prefix: a prompt variant's weights
 are the base model's, so its LM quality is the base's by construction (the benchmark declares no
 language). Needs a causal LM; a masked LM is skipped with the reason logged.
 """
@@ -38,6 +40,7 @@ NAME = "lm_quality"
 DEFAULT_OPTIONS: dict[str, Any] = {"languages": None}  # null = every language of the prepared table
 REQUIRED_COLUMNS = ("language", "document", "chunk", "text")
 CHUNK = ("language", "document", "chunk")  # names one scored chunk
+DOCUMENT = ("language", "document")  # the bootstrap's resampling unit: a held-out document
 
 
 def _nll(frame: Columns) -> float:
@@ -58,15 +61,20 @@ def _chunks(table: pd.DataFrame) -> pd.DataFrame:
     return table[[*CHUNK, "logprob", "n_tokens", "n_chars"]]
 
 
+def _language_chunks(lang: str):
+    return lambda table: _chunks(table[table["language"] == lang])
+
+
 def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricValue]:
     metrics: dict[str, MetricValue] = {}
-    slim = scored[["language", "logprob", "n_tokens", "n_chars"]]
+    slim = scored[[*DOCUMENT, "logprob", "n_tokens", "n_chars"]]
 
     def add(name: str, frame: pd.DataFrame, statistic, description: str) -> None:
         low, high = bootstrap_ci(frame, statistic, samples=ctx.bootstrap_samples, seed=ctx.seed,
-                                 confidence=ctx.confidence)
+                                 confidence=ctx.confidence, unit=list(DOCUMENT))
         metrics[f"{NAME}/{name}"] = MetricValue(statistic(frame), "lower", None, low, high, int(len(frame)),
-                                                description)
+                                                f"{description}; {frame.drop_duplicates(list(DOCUMENT)).shape[0]} "
+                                                "documents resampled")
 
     for lang, frame in slim.groupby("language", sort=True):
         add(f"ppl_{lang}", frame, ppl, f"token perplexity on held-out {lang} text (chunks scored from BOS)")
@@ -109,9 +117,14 @@ class LmQuality:
                                tables={"lm_quality": table})
 
     def item_statistics(self, options: dict[str, Any]) -> dict[str, ItemStatistic]:
-        """Pooled bits per character as a statistic of the scored chunks (a chunk per row, as its CI resamples),
-        so the promotion gate can pair a variant's held-out text with the base's chunk by chunk."""
-        return {f"{NAME}/bits_per_char": ItemStatistic("lm_quality_chunks", _chunks, CHUNK, bits_per_char)}
+        """Pooled bits per character (and per language) as statistics of the scored chunks, paired chunk by chunk
+        and resampled by document as the metrics' CIs, so the promotion gate pairs a variant's held-out text with
+        the base's."""
+        out = {f"{NAME}/bits_per_char": ItemStatistic("lm_quality_chunks", _chunks, CHUNK, bits_per_char, DOCUMENT)}
+        for lang in ("en", "uk", "ru"):
+            out[f"{NAME}/bits_per_char_{lang}"] = ItemStatistic("lm_quality_chunks", _language_chunks(lang), CHUNK,
+                                                                bits_per_char, DOCUMENT)
+        return out
 
 
 BENCHMARK = LmQuality()

@@ -248,7 +248,8 @@ def render_markdown(detections: list[Detection], removals: list[Removal], qualit
                   "base's, towards the control. *Paired change*: variant − base on the same items with a paired "
                   "CI; *paired beyond*: that CI on the control's side of 0. Every item scored here is held out "
                   "from every mitigation (LoRA trains on the GBEM-UA fine-tune professions and on occupations "
-                  "no benchmark uses; the embedding edits use word lists, no items).", "",
+                  "no benchmark uses; the embedding edits take their target words from train and selection items "
+                  "only, never a test profession or job).", "",
                   "| variant | metric | base [95% CI] | variant [95% CI] | control | removed | beyond CI "
                   "| paired change [95% CI] | paired beyond |",
                   "|---|---|---|---|---|---:|---|---:|---|"]

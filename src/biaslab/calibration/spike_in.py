@@ -194,9 +194,22 @@ def _resolution(r: SpikeIn, above: float) -> str:
     return f"{_nats(r.resolution, above)} (≈ {between:.2g} between grid points)"
 
 
-def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[str, float | None] | None = None) -> str:
-    """The spike-in section of ``reports/calibration.md``; ``effects``: planted − control per metric, if any."""
-    effects = effects or {}
+def aa_resolution(r: SpikeIn, spread: tuple[float | None, float, int] | None) -> float | None:
+    """The spike δ that moves ``r``'s metric as far as the largest A/A effect (``spread``: sd, largest |effect|,
+    count, of :class:`biaslab.calibration.draws.DrawsReport`): the smallest spike re-training cannot also
+    produce (None: no draws, or beyond the grid)."""
+    if spread is None or not r.points:
+        return None
+    return r.equivalent_delta(spread[1] * (1 if r.expected == "increase" else -1))
+
+
+def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[str, float | None] | None = None,
+                    aa_spread: Mapping[str, tuple[float | None, float, int]] | None = None) -> str:
+    """The spike-in section of ``reports/calibration.md``; ``effects``: planted − control per metric, if any;
+    ``aa_spread``: per primary metric the A/A draws' spread (:class:`biaslab.calibration.draws.DrawsReport`),
+    which adds the resolution against re-training (the CIs' δ* sees item noise only)."""
+    given = aa_spread is not None
+    effects, aa_spread = effects or {}, aa_spread or {}
     deltas = next((tuple(p.delta for p in r.points) for r in results if r.points), DEFAULT_DELTAS)
     top = deltas[-1] if deltas else 0.0
     lines = ["## Spike-in self-test: what can each family resolve on this model?", "",
@@ -235,6 +248,24 @@ def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[s
             as_spike = ("against the stereotype" if equivalent is None and effect * (1 if r.expected == "increase" else -1) < 0
                         else _nats(equivalent, top))
             lines.append(f"| {r.family} | {effect:+.3f} | {as_spike} | {_resolution(r, top)} |")
+    spread = [r for r in results if r.points and r.metric in aa_spread]
+    if spread:
+        lines += ["", "### The resolution against re-training (A/A draws)", "",
+                  "δ\\* above sees only item noise (each model's own CI). Re-training the same recipe moves a "
+                  "metric too: the A/A draws (a control against a re-seeded control) give that spread. The spike "
+                  "that moves the metric as far as the largest A/A effect is the smallest one a single pair of "
+                  "re-trained models could not also produce; below it, a difference between two checkpoints may "
+                  "be the draw.", "",
+                  "| family | A/A effects: sd (largest \\|effect\\|, draws) | spike of the largest A/A effect "
+                  "| resolution δ* (item noise) |", "|---|---:|---:|---:|"]
+        for r in spread:
+            sd, largest, k = aa_spread[r.metric]
+            sd_text = "n/a" if sd is None else f"{sd:.3f}"
+            lines.append(f"| {r.family} | {sd_text} ({largest:.3f}, {k}) | {_nats(aa_resolution(r, aa_spread[r.metric]), top)} "
+                         f"| {_resolution(r, top)} |")
+    elif results and given:
+        lines += ["", "Against re-training: no current A/A draws (the draws file is missing or stale), so δ\\* above "
+                  "is against item noise only."]
     return "\n".join(lines) + "\n"
 
 

@@ -33,7 +33,7 @@ class LmHeldoutConfig(Section):
     """Held-out text of the ``lm_quality`` benchmark (see ``biaslab.data.lm_heldout``)."""
 
     texts_dir: str | None = Field(
-        None, description="null = the default model's validation documents; else a folder in the corpora layout")
+        None, description="null = corpus text the default model never trained on; else a folder in the corpora layout")
     languages: tuple[str, ...] = Field(
         ("en", "uk", "ru"), description="[] = no held-out text (prepare writes none; lm_quality is skipped)")
     max_chars: int = Field(100_000, gt=0, description="held-out characters per language")
@@ -43,12 +43,12 @@ class LmHeldoutConfig(Section):
 
 
 class SplitsConfig(Section):
-    """The seeded, stratified selection/test split of OccuGender jobs and lm_quality chunks (biaslab.data.splits)."""
+    """The seeded, stratified selection/test split of OccuGender jobs and lm_quality documents (biaslab.data.splits)."""
 
     occugender_selection_fraction: float = Field(
         0.5, gt=0, lt=1, description="share of the jobs of each group (stratified by BLS share) used for selection")
     lm_heldout_selection_fraction: float = Field(
-        0.5, gt=0, lt=1, description="share of each language's held-out chunks (stratified by position) for selection")
+        0.5, gt=0, lt=1, description="share of each language's held-out documents (whole; stratified by origin) for selection")
     seed: int = 0
 
 

@@ -2,9 +2,9 @@
 
 * ``train`` - what LoRA fits (GBEM-UA's fine-tune professions);
 * ``select`` - every choice: Optuna trials, any mitigation setting a person picks (GBEM-UA's validation
-  professions, half of the OccuGender jobs, half of the lm_quality held-out chunks);
+  professions, half of the OccuGender jobs, half of the lm_quality held-out documents);
 * ``test`` - the gate, calibration and the report's headline (GBEM-UA's evaluation professions, the other
-  OccuGender jobs and held-out chunks).
+  OccuGender jobs and held-out documents).
 
 The split is physical: ``prepare`` writes each set's items to their own folder of ``data/prepared``
 (``train/``, ``select/``, ``test/``; :data:`FILES`), each with a ``manifest.json`` naming its split. The
@@ -13,8 +13,9 @@ The split is physical: ``prepare`` writes each set's items to their own folder o
 a folder whose manifest names another split, or a row whose ``split`` column says it belongs elsewhere
 (:class:`SplitError`, naming the file, the row and the split). The evaluation reads ``test/``.
 
-OccuGender jobs and held-out chunks are split by :func:`stratified_selection`: seeded, stratified (jobs by
-group and BLS female share, chunks by language and position in their document). ``docs/splits.md``.
+OccuGender jobs and held-out documents are split by :func:`stratified_selection`: seeded, stratified (jobs by
+group and BLS female share, held-out documents by language and origin; a document's chunks all go with it:
+:func:`document_split`). ``docs/splits.md``.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def build(tables: dict[str, Any], spec: dict[str, Any], cfg: Any) -> tuple[dict[
 
     ``tables``: prepare's ``{file: datasets.Dataset}`` (after any ``data.sample``); ``cfg``: params ``data``.
     GBEM-UA keeps its profession split (``data.gbem_ua``); OccuGender jobs are stratified by group and BLS
-    female share, held-out chunks by language and (document, chunk) position (``data.splits``).
+    female share, held-out documents (whole) by language and origin (``data.splits``).
     """
     s = cfg.splits
     out: dict[str, dict[str, Any]] = {split: {} for split in SPLITS}
@@ -168,13 +169,30 @@ def build(tables: dict[str, Any], spec: dict[str, Any], cfg: Any) -> tuple[dict[
         out[split]["occugender_spec.json"] = spec
     if "lm_heldout.parquet" in tables:
         chunks = tables["lm_heldout.parquet"].to_pandas()
-        where = stratified_selection(list(chunks["language"]), list(zip(chunks["document"], chunks["chunk"])),
-                                     s.lm_heldout_selection_fraction, s.seed, "lm_heldout.parquet (params data.splits)")
-        keys = [f"{a}:{b}:{c}" for a, b, c in zip(chunks["language"], chunks["document"], chunks["chunk"])]
-        _add(out, record, "lm_quality", "lm_heldout.parquet", chunks, where, "language:document:chunk", keys,
+        where = document_split(chunks, s.lm_heldout_selection_fraction, s.seed)
+        keys = [f"{a}:{b}" for a, b in zip(chunks["language"], chunks["document"])]
+        _add(out, record, "lm_quality", "lm_heldout.parquet", chunks, where, "language:document", keys,
              {"data.splits.lm_heldout_selection_fraction": s.lm_heldout_selection_fraction, "data.splits.seed": s.seed,
-              "strata": "language", "order": "(document, chunk)"})
+              "strata": "language, origin", "order": "document", "assigned": "whole documents"})
     return out, record
+
+
+def document_split(chunks: Any, fraction: float, seed: int) -> list[str]:
+    """Per chunk of ``lm_heldout.parquet``, :data:`SELECT` or :data:`TEST` - **its whole document's** set.
+
+    The documents (``language``, ``document``) are split by :func:`stratified_selection`, stratified by language
+    and ``origin`` (a validation document or a training document's untrained tail, where the table says),
+    in document order; every chunk goes with its document, so the selection and the test set never share a
+    document (issue 43: chunks of two documents were shared between the sets)."""
+    has_origin = "origin" in chunks.columns
+    docs = chunks.drop_duplicates(["language", "document"])
+    strata = [(lang, o) for lang, o in zip(docs["language"], docs["origin"] if has_origin else [""] * len(docs))]
+    lone = {lang for lang, o in set(strata) if strata.count((lang, o)) < 2}  # an origin of one document:
+    strata = [(lang, "") if lang in lone else (lang, o) for lang, o in strata]  # that language by language only
+    sets = stratified_selection(strata, list(docs["document"]), fraction, seed,
+                                "lm_heldout.parquet documents (params data.splits)")
+    of_doc = dict(zip(zip(docs["language"], docs["document"]), sets))
+    return [of_doc[key] for key in zip(chunks["language"], chunks["document"])]
 
 
 def _add(out: dict[str, dict[str, Any]], record: dict[str, Any], benchmark: str, name: str, frame: Any,

@@ -5,10 +5,18 @@ Profession words, per source (each tied to one language; a source whose language
 
 * ``gbem_ua`` (uk): the ``profession`` lemma (masculine nominative, ``автоматник``) **and** the job title
   exactly as it appears in the sentences — the word after ``посаду`` / ``Посаду`` in ``qa_sentence`` and
-  ``prob_sentence`` (genitive, masculine and feminine: ``автоматника``, ``автоматниці``). All splits:
-  the edit uses no labels, and the inflected forms are the tokens the model actually reads.
+  ``prob_sentence`` (genitive, masculine and feminine: ``автоматника``, ``автоматниці``): the inflected
+  forms are the tokens the model actually reads.
 * ``occugender`` (en): the ``job`` column of ``occugender_jobs.parquet`` (multi-word jobs kept whole).
 * ``winobias`` (en): the ``occupation`` column of ``winobias.parquet``, leading article removed.
+
+**Only train and selection items** (``data/prepared/train`` + ``select``, read through
+:func:`biaslab.data.splits.read_split_table`, which refuses a test item): GBEM-UA's fine-tune and
+validation professions, the selection half of the OccuGender jobs. A test profession or job is never a
+target word, so the gate and the report score every edit on professions it did not see (issue 43: the
+edit used to read whole tables, test items included). WinoBias has no split of its own: its occupations
+are used minus every word that is an OccuGender or GBEM-UA test item (:func:`test_words`), so a test job
+cannot come back through it.
 * ``soft_extra_words`` from params (e.g. Russian professions, which no prepared table lists).
 
 *hard* adds ``hard_extra_words`` (params; default кандидат/кандидатка/він/вона, he/she/him/her/his/
@@ -63,22 +71,44 @@ def _read(prepared_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
+def _mitigation_rows(prepared_dir: Path, name: str) -> pd.DataFrame:
+    """The train and select rows of ``name`` (never a test row: :func:`read_split_table` refuses them)."""
+    from biaslab.data.splits import FILES, MITIGATION_SPLITS, read_split_table
+
+    parts = [read_split_table(prepared_dir, split, name) for split in MITIGATION_SPLITS if name in FILES[split]]
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_words(prepared_dir: str | Path) -> set[str]:
+    """Every GBEM-UA and OccuGender test profession / job (lemmas and job titles): never a target word."""
+    from biaslab.data.splits import TEST, split_dir
+
+    folder = split_dir(prepared_dir, TEST)
+    words: set[str] = set()
+    if (folder / "gbem_ua.parquet").is_file():
+        words |= gbem_ua_professions(pd.read_parquet(folder / "gbem_ua.parquet"))
+    if (folder / "occugender_jobs.parquet").is_file():
+        words |= set(pd.read_parquet(folder / "occugender_jobs.parquet")["job"].str.strip())
+    return words
+
+
 def profession_words(prepared_dir: str | Path, sources: Iterable[str], languages: Iterable[str]) -> dict[str, set[str]]:
-    """``{language: profession words}`` from the prepared tables of the enabled ``sources``."""
+    """``{language: profession words}`` from the train and select items of the enabled ``sources``."""
     prepared_dir, languages = Path(prepared_dir), set(languages)
+    held_out = test_words(prepared_dir)
     out: dict[str, set[str]] = {}
     for source in sources:
         language = SOURCE_LANGUAGE[source]
         if language not in languages:
             continue
         if source == "gbem_ua":
-            words = gbem_ua_professions(_read(prepared_dir, "gbem_ua.parquet"))
+            words = gbem_ua_professions(_mitigation_rows(prepared_dir, "gbem_ua.parquet"))
         elif source == "occugender":
-            words = set(_read(prepared_dir, "occugender_jobs.parquet")["job"].str.strip())
+            words = set(_mitigation_rows(prepared_dir, "occugender_jobs.parquet")["job"].str.strip())
         else:
             occupations = _read(prepared_dir, "winobias.parquet")["occupation"].fillna("").str.strip()
             words = {ARTICLE.sub("", o) for o in occupations if o}
-        out.setdefault(language, set()).update(w for w in words if w)
+        out.setdefault(language, set()).update(w for w in words if w and w not in held_out)
     return out
 
 
