@@ -104,7 +104,7 @@ def negative_control(control: GateControl, base_dir: str | os.PathLike[str],
     record = {"role": control.role, "recipe": control.recipe, "base_dir": str(base_dir),
               "control": control.model_dump(mode="json"), "tied_output_embeddings": bool(tied),
               "embedding_sd": float(before.float().std()),
-              "relative_change": float((embeddings.weight.float() - before.float()).norm() / before.float().norm())}
+              "relative_change": float((embeddings.weight.detach().float() - before.float()).norm() / before.float().norm())}
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

@@ -1,0 +1,121 @@
+"""The gate's controls: how they are built (tiny models) and the check that fails the run on a wrong verdict."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from unittest import mock
+
+import pytest
+import torch
+
+from biaslab.calibration import controls
+from biaslab.config import ConfigError, GateControl, VariantConfig
+from tests.unit.test_pretrain_phases import same, tiny_prepared
+from tests.unit.test_pretrain_train import splits, tiny_cfg  # noqa: F401 - the module-scoped corpus fixture
+
+
+@dataclass
+class Row:
+    metric: str
+    rule: str
+    passed: bool
+    reason: str = "why"
+
+
+@dataclass
+class Verdict:
+    rows: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+
+BIAS_OK, BIAS_NO = Row("g/gap", "paired_bias_reduction", True), Row("g/gap", "paired_bias_reduction", False, "no cut")
+BPC_OK, BPC_NO = Row("lm/bpc", "paired_non_inferior", True), Row("lm/bpc", "paired_non_inferior", False, "+0.4 bits")
+
+
+def test_the_positive_control_must_be_approved():
+    ok = controls.check_one("positive_control", "positive", Verdict([BIAS_OK, BPC_OK]))
+    assert ok.ok and ok.approved
+    wrong = controls.check_one("positive_control", "positive", Verdict([BIAS_NO, BPC_OK]))
+    assert not wrong.ok and "paired_bias_reduction on g/gap: no cut" in wrong.message
+    with pytest.raises(controls.GateControlError, match="refuses its positive control positive_control: "
+                                                        "paired_bias_reduction on g/gap"):
+        controls.require([ok, wrong])
+
+
+def test_the_negative_control_must_be_refused_by_a_harm_rule():
+    ok = controls.check_one("negative_control", "negative", Verdict([BIAS_NO, BPC_NO]))
+    assert ok.ok and not ok.approved and ok.deciding == ("paired_non_inferior on lm/bpc: +0.4 bits",)
+    approved = controls.check_one("negative_control", "negative", Verdict([BIAS_OK, BPC_OK]))
+    assert not approved.ok and "approves its negative control" in approved.message
+    only_bias = controls.check_one("negative_control", "negative", Verdict([BIAS_NO, BPC_OK]))
+    assert not only_bias.ok and "only by paired_bias_reduction: no harm rule caught the harm" in only_bias.message
+    controls.require([ok])  # nothing wrong: no error
+    table = controls.render_markdown([ok, only_bias])
+    assert "| negative_control | negative | refused by a harm rule | refused | ok |" in table and "**WRONG**" in table
+    assert controls.mlflow_metrics([ok]) == {"calibration/gate_control/negative_control/approved": 0.0,
+                                             "calibration/gate_control/negative_control/ok": 1.0}
+
+
+def test_a_control_variant_has_its_recipe():
+    with pytest.raises(ValueError, match="control: section exactly when its method is control"):
+        VariantConfig(method="control", model_dir="models/x")
+    with pytest.raises(ValueError, match="control: section exactly when its method is control"):
+        VariantConfig(method="embedding", model_dir="models/x",
+                      control=GateControl(role="negative", recipe="noised_embeddings"))
+
+
+def test_the_committed_controls_are_labelled_controls():
+    from biaslab.config import load_params
+
+    params = load_params("params.yaml")
+    roles = {n: v.control.role for n, v in params.variants.items() if v.method == "control"}
+    assert roles == {"positive_control": "positive", "negative_control": "negative"}
+    assert all(params.variants[n].description.startswith("CONTROL (") for n in roles)
+    with pytest.raises(ConfigError):
+        params.variant("no_such_control")
+
+
+def test_noise_is_seeded_and_sized(tmp_path):
+    from biaslab.pretrain.gate_controls import noise_embeddings
+
+    weight = torch.randn(500, 16, generator=torch.Generator().manual_seed(1))
+    a, b = noise_embeddings(weight, 0.5, 0), noise_embeddings(weight, 0.5, 0)
+    assert torch.equal(a, b) and not torch.equal(a, noise_embeddings(weight, 0.5, 1))
+    assert float((a - weight).std()) == pytest.approx(0.5 * float(weight.std()), rel=0.05)
+
+
+def test_both_controls_build_from_a_tiny_planted_model(splits, tmp_path):  # noqa: F811
+    """The negative control changes only the input embeddings; the positive one trains on the balanced planted
+    text (a folder that loads, its record says what it did) and moves the weights."""
+    from transformers import AutoModelForCausalLM
+
+    from biaslab.config import DataConfig, ModelConfig, Params, PlantedBiasConfig
+    from biaslab.pretrain.gate_controls import CONTROL_FILE, build_control
+    from biaslab.pretrain.phases import continue_training, save_continued, train_shared
+
+    prepared = tiny_prepared(tmp_path / "prepared")
+    planted = PlantedBiasConfig(enabled=True, dose=0.5, from_step=3, en_sources=("occugender", "fixture"),
+                                sentences_per_document=2)
+    params = Params(data=DataConfig(prepared_dir=str(prepared)),
+                    model=ModelConfig(pretrain=tiny_cfg(max_steps=6, planted_bias=planted)))
+    with mock.patch("biaslab.pretrain.phases._splits", return_value=splits):
+        train_shared(params, tmp_path / "pretrain", progress=False)
+        save_continued(continue_training(params, tmp_path / "pretrain", "planted", progress=False), tmp_path / "base")
+        positive = build_control(params, GateControl(role="positive", recipe="balanced_finetune", steps=3,
+                                                     learning_rate=1e-3), tmp_path / "base", tmp_path / "pos",
+                                 progress=False)
+    negative = build_control(params, GateControl(role="negative", recipe="noised_embeddings", scale=0.5),
+                             tmp_path / "base", tmp_path / "neg")
+    base = AutoModelForCausalLM.from_pretrained(tmp_path / "base")
+    pos = AutoModelForCausalLM.from_pretrained(tmp_path / "pos")
+    neg = AutoModelForCausalLM.from_pretrained(tmp_path / "neg")
+    assert positive["planted_rows_per_batch"] == 4 and json.loads((tmp_path / "pos" / CONTROL_FILE).read_text())[
+        "control"]["steps"] == 3
+    assert not same(base, pos)
+    changed = {k for k, v in neg.state_dict().items() if not torch.equal(v, base.state_dict()[k])}
+    assert changed == {"model.embed_tokens.weight"} and not negative["tied_output_embeddings"]
+    assert negative["relative_change"] == pytest.approx(0.5, rel=0.1)
