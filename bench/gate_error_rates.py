@@ -34,117 +34,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IDEALS = {  # primary metric -> ideal, as each benchmark declares it (direction target)
+IDEALS = {  # primary metric -> ideal as each benchmark declares it (target metrics); a workspace's metrics file wins
     "occugender/implicit_group_gap": 0.0,
     "rubia/pro_share/gender": 0.5,
     "crows_pairs/pct_stereotype_gender": 0.5,
     "cloze_gender/genderlex/lm_hb_logodds_gap": 0.0,
-    "gbem_ua/qa_logodds_gap_fem": 0.0,
 }
-
-
-def aa_false_refusals(draws: list[dict], margins: dict[str, float], families: dict[str, str], level: float) -> dict:
-    """Every A/A pair x spill-over family: CI high of Δ badness vs the committed and the leave-one-out margin
-    (:mod:`biaslab.calibration.margins`)."""
-    from biaslab.calibration.margins import aa_highs, leave_one_out, prediction_margin
-
-    rows = []
-    for family, metric in families.items():
-        highs = aa_highs(draws, family, IDEALS[metric])
-        loo = leave_one_out([h for _, h, _ in highs], level) if len(highs) > 2 else [(None, None)] * len(highs)
-        points = [d["families"][family]["effect"] for d in draws
-                  if d["recipe"].endswith("/A-A") and family in d.get("families", {})]
-        for k, ((pair, high, exact), (loo_margin, loo_refused)) in enumerate(zip(highs, loo)):
-            margin = margins.get(family, 0.0)
-            others = [abs(x) for j, x in enumerate(points) if j != k]
-            largest = math.ceil(max(others) * 1000) / 1000 if others else None  # the old rule: largest |A/A point Δ|
-            rows.append({"pair": pair, "family": family, "metric": metric, "badness_ci_high": high,
-                         "how": "exact" if exact else "bound", "margin": margin, "refused": high >= margin,
-                         "loo_margin": loo_margin, "loo_refused": loo_refused, "loo_largest_margin": largest,
-                         "loo_largest_refused": None if largest is None else high >= largest})
-        if len(highs) > 1:
-            sized = prediction_margin([h for _, h, _ in highs], level)
-            print(f"{family}: the rule on all {len(highs)} pairs gives margin {sized:.3f} (committed {margins.get(family, 0.0):.3f})",
-                  file=sys.stderr)
-    pairs = sorted({r["pair"] for r in rows})
-    return {"rows": rows, "pairs": len(pairs), "evaluations": len(rows), "level": level,
-            "refused": sum(r["refused"] for r in rows),
-            "refused_pairs": len({r["pair"] for r in rows if r["refused"]}),
-            "loo_evaluations": sum(r["loo_refused"] is not None for r in rows),
-            "loo_refused": sum(bool(r["loo_refused"]) for r in rows),
-            "loo_refused_pairs": len({r["pair"] for r in rows if r["loo_refused"]}),
-            "loo_largest_refused": sum(bool(r["loo_largest_refused"]) for r in rows),
-            "loo_largest_refused_pairs": len({r["pair"] for r in rows if r["loo_largest_refused"]})}
-
-
-class _Evidence:
-    """GateEvidence over tables in memory: the base's stored outputs and spiked copies of them."""
-
-    def __init__(self):
-        self.frames, self.values = {}, {}
-
-    def add(self, name, tables, metrics):
-        self.frames[name], self.values[name] = tables, metrics
-
-    def metrics(self, variant):
-        from biaslab.outputs.metrics_file import VariantMetrics
-
-        return VariantMetrics(variant, self.values[variant])
-
-    def predictions(self, variant):
-        return self.frames[variant]
-
-    def source(self, variant):
-        return {}
-
-
-def spike_in_approvals(params, root: Path, deltas: list[float]) -> dict:
-    """Each spill-over family's base predictions spiked by δ, judged by the project's spill-over rule."""
-    import dataclasses
-
-    import pandas as pd
-
-    from biaslab.benchmarks.registry import item_statistics_of, load_benchmark
-    from biaslab.outputs import metrics_file, paths
-    from biaslab.registry.gate import evaluate_gate, gate_conditions
-
-    base_metrics = metrics_file.read(root / paths.metrics_file("base"), "base").metrics
-    folder = root / paths.predictions_dir("base")
-    spill = [c for c in gate_conditions(params) if c.rule == "paired_no_spill_over"]
-    statistics = item_statistics_of(params.evaluation.benchmarks, [c.metric for c in spill])
-    boot = params.registry.bootstrap
-    rows = []
-    for cond in spill:
-        name = cond.metric.split("/", 1)[0]
-        entry = params.evaluation.benchmarks[name]
-        benchmark = load_benchmark(name, entry.module)
-        if not hasattr(benchmark, "spike") or cond.metric not in statistics:
-            continue
-        tables = {p.stem[len(name) + 2:]: pd.read_parquet(p) for p in sorted(folder.glob(f"{name}__*.parquet"))}
-        _, statistic = statistics[cond.metric]
-        for delta in deltas:
-            spiked = benchmark.spike(tables, delta, dict(entry.options))
-            evidence = _Evidence()
-            full = {f"{name}__{k}": v for k, v in tables.items()}
-            evidence.add("base", full, base_metrics)
-            value = statistic.value(spiked[statistic.table])
-            evidence.add("spiked", {**full, **{f"{name}__{k}": v for k, v in spiked.items()}},
-                         {**base_metrics, cond.metric: dataclasses.replace(base_metrics[cond.metric], value=value)})
-            row = evaluate_gate([cond], evidence, "spiked", "base", statistics=statistics, seed=boot.seed,
-                                samples=boot.samples, confidence=boot.confidence).rows[0]
-            harm = row.estimate is not None and row.estimate > cond.tolerance
-            rows.append({"metric": cond.metric, "delta": delta, "estimate": row.estimate, "ci": row.ci,
-                         "margin": cond.tolerance, "harm_beyond_margin": harm, "approved": row.passed,
-                         "false_approval": harm and row.passed, "reason": row.reason})
-    harmful = [r for r in rows if r["harm_beyond_margin"]]
-    return {"rows": rows, "harmful": len(harmful), "false_approvals": sum(r["false_approval"] for r in rows)}
-
-
 def negative_controls(params, root: Path) -> list[dict]:
     """The project's gate on every built negative control of the workspace, checked as calibrate checks it."""
     from biaslab.calibration import controls
@@ -178,12 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from biaslab.config import load_params
-    from biaslab.registry.gate import gate_conditions
+    from biaslab.registry.error_rates import aa_false_refusals, spike_in_approvals, spill_over_families
 
     params = load_params(args.params)
     margins = {f: m.tolerance for f, m in params.registry.spill_over_margins.items()}
-    spill = {c.metric for c in gate_conditions(params) if c.rule == "paired_no_spill_over"}
-    families = {f: next(iter(m)) for f, m in params.calibrate.families.items() if next(iter(m), None) in spill}
+    ideals = dict(IDEALS)
+    if args.root is not None and (args.root / "metrics" / "base.json").is_file():
+        from biaslab.outputs import metrics_file
+
+        base = metrics_file.read(args.root / "metrics" / "base.json", "base").metrics
+        ideals |= {m: v.ideal for m, v in base.items() if v.direction == "target" and v.ideal is not None}
+    families = spill_over_families(params, ideals)
     draws = [json.loads(line) for line in args.draws.read_text(encoding="utf-8").splitlines() if line.strip()]
     result = {"aa": aa_false_refusals(draws, margins, families, args.level)}
     aa = result["aa"]

@@ -110,13 +110,14 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
                        planted_info(params, root), paired, changes, across[0])
     effects = {d.metric: d.effect for d in report.detections if d.primary}
     spike_rows = spike_in.table(spikes, effects)
-    markdown = (controls.render_markdown(checks) + "\n" + report.markdown + "\n"
+    rates = gate_error_rates(params, root, base, checks)
+    markdown = (controls.render_markdown(checks) + "\n" + rates[0] + "\n" + report.markdown + "\n"
                 + spike_in.render_markdown(spikes, SPIKED, effects))
     atomic_write_text(root / REPORT, markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
     atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_rows).to_csv(index=False))
     numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes), **across[1],
-               **controls.mlflow_metrics(checks)}
+               **controls.mlflow_metrics(checks), **rates[1]}
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("calibrate", variant=CONTROL) as mlflow_run:
         for name, value in numbers.items():
@@ -134,6 +135,23 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
             "gate_controls": {c.variant: {"role": c.role, "approved": c.approved, "ok": c.ok} for c in checks}})
     controls.require(checks)  # after the report is written: a wrong control verdict fails the run, naming the rule
     return numbers
+
+
+def gate_error_rates(params: Params, root: Path, base: dict, checks: list | None = None) -> tuple[str, dict[str, float]]:
+    """The report's section on the gate's error rates and its metrics (:mod:`biaslab.registry.error_rates`):
+    spill-over refusals of the stored A/A pairs (``calibrate.draws``), and approvals of spike-ins of bias into
+    the base's stored predictions (``calibrate.spike_deltas``)."""
+    from biaslab.calibration import draws
+    from biaslab.registry import error_rates
+
+    ideals = {m: v.ideal for m, v in base.items() if v.direction == "target" and v.ideal is not None}
+    families = error_rates.spill_over_families(params, ideals)
+    margins = {f: m.tolerance for f, m in params.registry.spill_over_margins.items()}
+    aa = None
+    if params.calibrate.draws and (root / params.calibrate.draws).is_file():
+        aa = error_rates.aa_false_refusals(draws.read_draws(root / params.calibrate.draws), margins, families)
+    spikes = error_rates.spike_in_approvals(params, root, params.calibrate.spike_deltas)
+    return error_rates.render_markdown(aa, spikes, checks or []), error_rates.mlflow_metrics(aa, spikes)
 
 
 def gate_control_checks(params: Params, root: Path) -> list:
