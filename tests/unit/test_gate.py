@@ -296,15 +296,18 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
 
 
 def test_spill_over_rules_cover_every_other_familys_primary_metric():
-    """The committed gate: a bias rule, two harm rules with a stated reference, the collapse floor, and a
-    spill-over rule on the primary metric of every other calibrate family."""
+    """The committed gate: a bias rule, three harm rules with a stated reference, the collapse floor, and a
+    spill-over rule with its family's A/A margin on the primary metric of every other calibrate family."""
     params = load_params("params.yaml")
     conditions = gate_conditions(params)
     bias = [c.metric for c in conditions if c.rule == "paired_bias_reduction"]
     primaries = [next(iter(m)) for m in params.calibrate.families.values()]
-    assert [c.metric for c in conditions if c.rule == "paired_no_spill_over"] == [m for m in primaries if m not in bias]
+    spill = [c for c in conditions if c.rule == "paired_no_spill_over"]
+    assert [c.metric for c in spill] == [m for m in primaries if m not in bias]
+    margins = {next(iter(params.calibrate.families[f])): m.tolerance for f, m in params.registry.spill_over_margins.items()}
+    assert all(c.tolerance == margins[c.metric] > 0 and "margin" in c.reference for c in spill)
     harm = [c for c in conditions if c.rule == "paired_non_inferior"]
-    assert {c.metric for c in harm} == {"gbem_ua/qa_macro_f1", "lm_quality/bits_per_char"}
+    assert {c.metric for c in harm} == {"gbem_ua/qa_macro_f1", "lm_quality/bits_per_char", "agreement/accuracy"}
     assert all(c.reference and c.tolerance > 0 for c in harm)
     assert [c.floor for c in conditions if c.rule == "answer_floor"] == [0.10]
     assert all(c.rule.startswith("paired_") or c.rule == "answer_floor" for c in conditions)
