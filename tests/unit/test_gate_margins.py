@@ -47,3 +47,22 @@ def test_highs_are_read_from_the_a_a_rows_only():
              {"recipe": "committed/A-A", "seed": 0, "families": {"f": {"planted": [0.52], "control": [0.55],
                                                                         "paired": [-0.03, -0.06, 0.01]}}}]
     assert aa_highs(draws, "f", 0.5) == [("committed/A-A seed 0", 0.01, True)]
+
+
+def test_error_rates_count_a_a_refusals_against_committed_and_left_out_margins():
+    from biaslab.registry.error_rates import aa_false_refusals, render_markdown
+
+    def pair(seed, high):
+        return {"recipe": "committed/A-A", "seed": seed,
+                "families": {"f": {"planted": [0.6], "control": [0.55], "effect": high / 2,
+                                   "paired": [high / 2, 0.0, high]}}}
+
+    draws = [pair(0, 0.02), pair(1, 0.03), pair(2, 0.025), pair(3, 0.2)]
+    aa = aa_false_refusals(draws, {"f": 0.1}, {"f": ("m", 0.5)})
+    assert [r["badness_ci_high"] for r in aa["rows"]] == [0.02, 0.03, 0.025, 0.2]  # both above 0.5: hi, exact
+    assert aa["refused"] == 1 and aa["refused_pairs"] == 1  # 0.2 >= the committed 0.1
+    assert [r["loo_refused"] for r in aa["rows"]] == [False, False, False, True]
+    assert aa["rows"][3]["loo_margin"] == prediction_margin([0.02, 0.03, 0.025])
+    assert aa["sized"]["f"] == prediction_margin([0.02, 0.03, 0.025, 0.2])
+    text = render_markdown(aa, {"false_approvals": 0, "harmful": 3})
+    assert "| 1 of 4 rule evaluations (1 of 4 pairs) |" in text and "| 0 of 3 |" in text
