@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GAP, F1, BPC, OCC = ("gbem_ua/qa_logodds_gap_fem", "gbem_ua/qa_macro_f1", "lm_quality/bits_per_char",
                      "occugender/implicit_group_gap")
-GRID = [(20, 1e-3), (40, 1e-3), (40, 3e-3), (80, 1e-3)]
+GRID = [(30, 1e-3), (30, 3e-3), (60, 1e-3), (60, 3e-3), (120, 3e-3)]
+"""(steps, rate) in the rule's order of preference: the first that meets the rule is the choice (the sweep stops)."""
 
 
 def score_on_selection(params, model_dir: str, root: Path) -> dict:
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gate-controls.json")
+    parser.add_argument("--all", action="store_true", help="score every candidate (default: stop at the choice)")
     parser.add_argument("--models", type=Path, default=ROOT / "bench" / "results" / "gate-controls-models")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
@@ -73,15 +75,26 @@ def main(argv: list[str] | None = None) -> int:
     bpc_tolerance = next(c.tolerance for c in params.registry.gate if c.metric == BPC)
     base = score_on_selection(params, params.model.output_dir, args.root)
     print(f"base (selection items): {json.dumps(base)}", flush=True)
-    candidates = []
+    candidates, data = [], None
     for steps, rate in GRID:
         model_dir = args.models / f"positive-{steps}-{rate:g}"
         if not (model_dir / "training_summary.json").is_file():
+            if data is None:
+                from transformers import AutoTokenizer
+
+                from biaslab.pretrain.blocks import prepare_data
+                from biaslab.pretrain.phases import _splits
+
+                tokenizer = AutoTokenizer.from_pretrained(args.root / params.model.output_dir)
+                data = prepare_data(_splits(params), params.model.pretrain, tokenizer=tokenizer)
             control = GateControl(role="positive", recipe="balanced_finetune", steps=steps, learning_rate=rate)
-            positive_control(params, control, args.root / params.model.output_dir, model_dir, progress=False)
+            positive_control(params, control, args.root / params.model.output_dir, model_dir, progress=False,
+                             data=data)
         scores = score_on_selection(params, str(model_dir), args.root)
         candidates.append({"steps": steps, "learning_rate": rate, "scores": scores})
         print(f"steps {steps}, rate {rate:g}: {json.dumps(scores)}", flush=True)
+        if choose(base, candidates, bpc_tolerance)["rule_met"] and not args.all:
+            break  # the grid is in the rule's order: the first candidate that meets it is the choice
     chosen = choose(base, candidates, bpc_tolerance)
     print(f"\n| candidate (selection items) | {GAP} | {F1} | {OCC} | {BPC} |\n|---|---|---|---|---|")
     for c in [{"steps": 0, "learning_rate": 0.0, "scores": base}, *candidates]:

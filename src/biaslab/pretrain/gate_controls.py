@@ -36,10 +36,11 @@ def build_control(params: Params, control: GateControl, base_dir: str | os.PathL
 
 
 def positive_control(params: Params, control: GateControl, base_dir: str | os.PathLike[str],
-                     out_dir: str | os.PathLike[str], *, progress: bool = True) -> dict[str, Any]:
+                     out_dir: str | os.PathLike[str], *, progress: bool = True, data: Any = None) -> dict[str, Any]:
     """``control.steps`` steps on the planted recipe's counterbalanced text mixed with corpus rows, from the
     weights in ``base_dir`` (a fresh AdamW, the recipe's batch and sequence length, ``learning_rate`` decayed
-    by a cosine to 10 % with no warmup). Needs the planted bias enabled (its lexicon and dose)."""
+    by a cosine to 10 % with no warmup). Needs the planted bias enabled (its lexicon and dose). ``data``: the
+    corpus blocks already prepared with the base's tokenizer (a sweep prepares them once)."""
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -58,7 +59,7 @@ def positive_control(params: Params, control: GateControl, base_dir: str | os.Pa
                                    "max_steps": control.steps, "eval_every": control.steps, "seed": control.seed})
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     model = LlamaForCausalLM.from_pretrained(base_dir, use_safetensors=True, dtype=torch.float32)
-    data = prepare_data(_splits(params), cfg, tokenizer=tokenizer)
+    data = data if data is not None else prepare_data(_splits(params), cfg, tokenizer=tokenizer)
     lexicon = build_lexicon(params.data.prepared_dir, pb.coded_share, pb.uk_male_coded_share, pb.seed, pb.en_sources)
     blocks, stats = planted_blocks(lexicon, pb, "balanced", tokenizer, rows * control.steps, cfg.seq_len)
     state = TrainState(model, make_optimizer(model, tuned))
