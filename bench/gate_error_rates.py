@@ -24,8 +24,8 @@ macro-F1 or bits/char of both models: the other harm rules' A/A refusals need th
 δ nats added to every stereotype-consistent option (the benchmark's ``spike``, docs/spike_in.md), judged by
 the project's spill-over rule against the unspiked base; a spike whose point Δ badness exceeds the margin is
 harm beyond the margin by construction, and an approval of one is a false approval. (2) Every built
-``method: negative``-role control of the workspace, judged by the project's gate (a negative control approved,
-or refused by no harm rule, is a false approval of harm).
+``method: control`` variant of the workspace, judged by the project's gate: a negative control approved, or
+refused by no harm rule, is a false approval of harm; a positive control refused is a false refusal.
 
 Output: markdown tables on stdout and ``bench/results/gate-error-rates.json`` (git-ignored).
 """
@@ -44,8 +44,8 @@ IDEALS = {  # primary metric -> ideal as each benchmark declares it (target metr
     "crows_pairs/pct_stereotype_gender": 0.5,
     "cloze_gender/genderlex/lm_hb_logodds_gap": 0.0,
 }
-def negative_controls(params, root: Path) -> list[dict]:
-    """The project's gate on every built negative control of the workspace, checked as calibrate checks it."""
+def control_verdicts(params, root: Path) -> list[dict]:
+    """The project's gate on every built control of the workspace, checked as calibrate checks it."""
     from biaslab.calibration import controls
     from biaslab.outputs.variant_dir import variant_skip_reason
     from biaslab.registry.evidence import LocalEvidence
@@ -53,13 +53,13 @@ def negative_controls(params, root: Path) -> list[dict]:
 
     out = []
     for name, v in params.variants.items():
-        if v.method != "control" or v.control is None or v.control.role != "negative":
+        if v.method != "control" or v.control is None:
             continue
         if variant_skip_reason(v, root) is not None or not (root / "metrics" / f"{name}.json").is_file():
             continue
         verdict = evaluate_gate_for(params, LocalEvidence(root), name)
-        check = controls.check_one(name, "negative", verdict)
-        out.append({"variant": name, "approved": check.approved, "false_approval": not check.ok,
+        check = controls.check_one(name, v.control.role, verdict)
+        out.append({"variant": name, "role": v.control.role, "approved": check.approved, "wrong": not check.ok,
                     "decided_by": list(check.deciding),
                     "rows": [{"rule": r.rule, "metric": r.metric, "passed": r.passed, "reason": r.reason}
                              for r in verdict.rows]})
@@ -119,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r['metric']} | {r['delta']:g} | {r['estimate']:+.4f} {ci} | {r['margin']:.3f} "
                   f"| {'yes' if r['harm_beyond_margin'] else 'no'} | {'yes' if r['approved'] else 'no'} |")
         print(f"\nfalse approvals: {spike['false_approvals']} of {spike['harmful']} spikes beyond the margin")
-        result["negative_controls"] = negs = negative_controls(params, args.root)
-        for n in negs:
-            print(f"\nnegative control {n['variant']}: {'APPROVED' if n['approved'] else 'refused'}; "
-                  f"false approval: {'yes' if n['false_approval'] else 'no'}; decided by: "
-                  + ("; ".join(n["decided_by"]) or "-"))
+        result["controls"] = found = control_verdicts(params, args.root)
+        for n in found:
+            print(f"\n{n['role']} control {n['variant']}: {'APPROVED' if n['approved'] else 'refused'}; "
+                  f"wrong verdict: {'YES' if n['wrong'] else 'no'}; decided by: " + ("; ".join(n["decided_by"]) or "-"))
+            for r in n["rows"]:
+                print(f"  - {r['rule']} on {r['metric']}: {'pass' if r['passed'] else 'REFUSE'} - {r['reason']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     return 0
