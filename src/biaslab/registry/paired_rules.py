@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from biaslab.config import GateCondition
+from biaslab.metrics.bootstrap import bootstrap_ci
 from biaslab.metrics.paired import ItemStatistic, PairedDifference, paired_difference
 from biaslab.metrics.values import MetricValue
 
@@ -259,6 +260,10 @@ def answer_floor(cond: GateCondition, pairing: Pairing) -> RuleResult:
     numbers: dict[str, Any] = {"estimate": shares[least], "variant_value": shares[least],
                                "base_value": base_shares[base_least]}
     if base_shares[base_least] >= cond.floor:
+        minority = lambda cols: min(_answer_shares(cols[cond.column], answers).values())  # noqa: E731
+        low, high = bootstrap_ci(frame[[cond.column]], minority, samples=pairing.samples, seed=pairing.seed,
+                                 confidence=pairing.confidence)
+        numbers["ci"] = None if low is None else (low, high)  # the smallest share's CI, items resampled (shown)
         if shares[least] < cond.floor:
             return result(False, f"collapsed: answer {named[least]} gets {shares[least]:.1%} < {cond.floor:.0%} "
                                  f"where the base clears the floor; {text}", **numbers)
