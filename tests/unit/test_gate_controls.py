@@ -119,3 +119,24 @@ def test_both_controls_build_from_a_tiny_planted_model(splits, tmp_path):  # noq
     changed = {k for k, v in neg.state_dict().items() if not torch.equal(v, base.state_dict()[k])}
     assert changed == {"model.embed_tokens.weight"} and not negative["tied_output_embeddings"]
     assert negative["relative_change"] == pytest.approx(0.5, rel=0.1)
+
+
+def test_without_a_planted_bias_the_positive_control_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    """The stage leaves a variant.json saying why (evaluate and register skip such a variant), and a run file."""
+    import yaml
+
+    from biaslab.config import load_params
+    from biaslab.outputs.variant_dir import variant_skip_reason
+    from pipelines.gate_control import run
+
+    raw = yaml.safe_load(open("params.yaml", encoding="utf-8"))
+    raw["model"]["pretrain"]["planted_bias"]["enabled"] = False
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    (tmp_path / "models" / "base").mkdir(parents=True)
+    (tmp_path / "models" / "base" / "config.json").write_text("{}", encoding="utf-8")
+    run("positive_control", "params.yaml")
+    params = load_params("params.yaml")
+    assert "enabled is false" in variant_skip_reason(params.variant("positive_control"), tmp_path)
+    record = json.loads((tmp_path / "runs" / "gate_control_positive_control.json").read_text())
+    assert record["model_fingerprint"] is None and record["stage"] == "gate_control"
