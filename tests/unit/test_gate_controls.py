@@ -140,3 +140,59 @@ def test_without_a_planted_bias_the_positive_control_is_skipped_with_the_reason(
     assert "enabled is false" in variant_skip_reason(params.variant("positive_control"), tmp_path)
     record = json.loads((tmp_path / "runs" / "gate_control_positive_control.json").read_text())
     assert record["model_fingerprint"] is None and record["stage"] == "gate_control"
+
+
+def test_calibrate_checks_the_project_gate_on_the_workspaces_controls(tmp_path):
+    """pipelines.calibrate.gate_control_checks on evaluate outputs in a workspace (LocalEvidence, the project's
+    gate from params.yaml): a harmless positive control is approved, a negative one with bits/char blown up is
+    refused by the non-inferiority rule; a negative control that does no harm fails the run naming it."""
+    import numpy as np
+    import pandas as pd
+    import yaml
+
+    from biaslab.config import load_params
+    from pipelines.calibrate import gate_control_checks
+    from tests.unit.test_gate import write_variant
+
+    rng = np.random.default_rng(0)
+    n = 240
+    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
+                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
+                           "n_chars": rng.integers(80, 300, n)})
+    chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
+    qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
+                       "is_correct": np.arange(n) % 2 == 0})
+    qa["answer_yes"] = qa["is_correct"] ^ (rng.random(n) < 0.3)
+    write_variant(tmp_path, "base", chunks, qa)
+    write_variant(tmp_path, "positive_control", chunks, qa)
+    write_variant(tmp_path, "negative_control", chunks.assign(logprob=chunks["logprob"] * 1.2), qa)
+    write_variant(tmp_path, "harmless_negative", chunks, qa)
+    control = {"method": "control", "control": {"role": "negative", "recipe": "noised_embeddings"}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "variants": {"base": {"method": "none", "model_dir": "models/base"},
+                     "positive_control": {"method": "control", "model_dir": "models/positive_control",
+                                          "control": {"role": "positive", "recipe": "balanced_finetune"}},
+                     "negative_control": {**control, "model_dir": "models/negative_control"}},
+        "evaluation": {"benchmarks": {"gbem_ua": {"module": "biaslab.benchmarks.gbem_ua"},
+                                      "lm_quality": {"module": "biaslab.benchmarks.lm_quality"}}},
+        "registry": {"bootstrap": {"samples": 300}, "gate": [
+            {"metric": "gbem_ua/qa_macro_f1", "rule": "paired_non_inferior", "tolerance": 0.027},
+            {"metric": "lm_quality/bits_per_char", "rule": "paired_non_inferior", "tolerance": 0.021}]}}))
+    params = load_params(tmp_path / "params.yaml")
+    checks = gate_control_checks(params, tmp_path)
+    by_name = {c.variant: c for c in checks}
+    assert {n: (c.approved, c.ok) for n, c in by_name.items()} == {"positive_control": (True, True),
+                                                                    "negative_control": (False, True)}
+    assert by_name["negative_control"].deciding[0].startswith(
+        "paired_non_inferior on lm_quality/bits_per_char: worse than the")
+    controls.require(checks)
+    import shutil
+
+    from biaslab.outputs import paths
+
+    # a negative control that does no harm (the harmless outputs under its name): the run must fail
+    shutil.copy(tmp_path / paths.metrics_file("harmless_negative"), tmp_path / paths.metrics_file("negative_control"))
+    for table in (tmp_path / paths.predictions_dir("harmless_negative")).iterdir():
+        shutil.copy(table, tmp_path / paths.predictions_dir("negative_control") / table.name)
+    with pytest.raises(controls.GateControlError, match="approves its negative control negative_control"):
+        controls.require(gate_control_checks(params, tmp_path))
