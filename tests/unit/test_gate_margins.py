@@ -66,3 +66,39 @@ def test_error_rates_count_a_a_refusals_against_committed_and_left_out_margins()
     assert aa["sized"]["f"] == prediction_margin([0.02, 0.03, 0.025, 0.2])
     text = render_markdown(aa, {"false_approvals": 0, "harmful": 3})
     assert "| 1 of 4 rule evaluations (1 of 4 pairs) |" in text and "| 0 of 3 |" in text
+
+
+def test_spike_ins_of_bias_beyond_the_margin_are_refused_by_the_spill_over_rule(tmp_path):
+    """RuBia's stored base predictions (a fake scorer) spiked by δ: the spill-over rule approves δ = 0 and
+    refuses every spike whose point Δ badness exceeds the margin; the count of false approvals is 0."""
+    import yaml
+
+    from biaslab.benchmarks.rubia import BENCHMARK
+    from biaslab.config import load_params
+    from biaslab.outputs import metrics_file, paths
+    from biaslab.registry.error_rates import spike_in_approvals
+    from tests.unit.test_spike_in import _rubia_predictions
+
+    result = _rubia_predictions(tmp_path)
+    folder = tmp_path / paths.predictions_dir("base")
+    folder.mkdir(parents=True)
+    for name, frame in result.predictions.items():
+        frame.to_parquet(folder / f"rubia__{name}.parquet")
+    metrics_file.write(tmp_path, "base", result.metrics)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "variants": {"base": {"method": "none", "model_dir": "models/base"}},
+        "evaluation": {"benchmarks": {"rubia": {"module": "biaslab.benchmarks.rubia"}}},
+        "calibrate": {"families": {"gbem_ua": {"gbem_ua/qa_logodds_gap_fem": "increase"},
+                                   "rubia": {"rubia/pro_share/gender": "increase"}}},
+        "registry": {"bootstrap": {"samples": 300}, "spill_over_margins": {"rubia": {"tolerance": 0.05}},
+                     "gate": [{"metric": "gbem_ua/qa_logodds_gap_fem", "rule": "paired_bias_reduction"}]}}))
+    params = load_params(tmp_path / "params.yaml")
+    out = spike_in_approvals(params, tmp_path, [0.0, 0.5, 2.0])
+    rows = {r["delta"]: r for r in out["rows"]}
+    assert set(rows) == {0.0, 0.5, 2.0} and rows[0.0]["approved"] and rows[0.0]["estimate"] == 0.0
+    base = BENCHMARK.item_statistics({})["rubia/pro_share/gender"]
+    spiked = BENCHMARK.spike(result.predictions, 2.0, {})
+    direct = abs(base.value(spiked[base.table]) - 0.5) - abs(base.value(result.predictions[base.table]) - 0.5)
+    assert rows[2.0]["estimate"] == pytest.approx(direct, abs=1e-12) and direct > 0.05
+    assert rows[2.0]["harm_beyond_margin"] and not rows[2.0]["approved"]
+    assert out["false_approvals"] == 0 and out["harmful"] == sum(r["harm_beyond_margin"] for r in out["rows"])
