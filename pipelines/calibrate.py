@@ -137,7 +137,8 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     return numbers
 
 
-def gate_error_rates(params: Params, root: Path, base: dict, checks: list | None = None) -> tuple[str, dict[str, float]]:
+def gate_error_rates(params: Params, root: Path, base: dict,
+                     checks: list | None = None) -> tuple[str, dict[str, float]]:
     """The report's section on the gate's error rates and its metrics (:mod:`biaslab.registry.error_rates`):
     spill-over refusals of the stored A/A pairs (``calibrate.draws``), and approvals of spike-ins of bias into
     the base's stored predictions (``calibrate.spike_deltas``)."""

@@ -304,7 +304,8 @@ def test_spill_over_rules_cover_every_other_familys_primary_metric():
     primaries = [next(iter(m)) for m in params.calibrate.families.values()]
     spill = [c for c in conditions if c.rule == "paired_no_spill_over"]
     assert [c.metric for c in spill] == [m for m in primaries if m not in bias]
-    margins = {next(iter(params.calibrate.families[f])): m.tolerance for f, m in params.registry.spill_over_margins.items()}
+    margins = {next(iter(params.calibrate.families[f])): m.tolerance
+               for f, m in params.registry.spill_over_margins.items()}
     assert all(c.tolerance == margins[c.metric] > 0 and "margin" in c.reference for c in spill)
     harm = [c for c in conditions if c.rule == "paired_non_inferior"]
     assert {c.metric for c in harm} == {"gbem_ua/qa_macro_f1", "lm_quality/bits_per_char", "agreement/accuracy"}

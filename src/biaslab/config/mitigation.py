@@ -13,11 +13,11 @@ from biaslab.config.section import Section
 class GateControl(Section):
     """How a control of the gate is built (method ``control``; stage ``gate_control``, docs/gate.md "Controls").
 
-    ``positive``: ``balanced_finetune`` - the base model fine-tuned for ``steps`` steps at a cosine-decayed
-    ``learning_rate`` on the planted recipe's own counterbalanced text, mixed with corpus rows at the recipe's
-    dose (never a benchmark item); the gate must pass it. ``negative``: ``noised_embeddings`` - the base's
-    input embeddings plus Gaussian noise of ``scale`` times their standard deviation (``seed``); the gate
-    must refuse it by a harm rule.
+    ``positive``: ``balanced_finetune`` - the base model fine-tuned for ``steps`` steps at ``learning_rate``
+    (a tenth of the steps' warmup, then a cosine decay) on the planted recipe's own counterbalanced text,
+    mixed with corpus rows at the recipe's dose (never a benchmark item); the gate must pass it.
+    ``negative``: ``noised_embeddings`` - the base's input embeddings plus Gaussian noise of ``scale`` times
+    their standard deviation (``seed``); the gate must refuse it by a harm rule.
     """
 
     role: Literal["positive", "negative"]

@@ -38,9 +38,11 @@ def build_control(params: Params, control: GateControl, base_dir: str | os.PathL
 def positive_control(params: Params, control: GateControl, base_dir: str | os.PathLike[str],
                      out_dir: str | os.PathLike[str], *, progress: bool = True, data: Any = None) -> dict[str, Any]:
     """``control.steps`` steps on the planted recipe's counterbalanced text mixed with corpus rows, from the
-    weights in ``base_dir`` (a fresh AdamW, the recipe's batch and sequence length, ``learning_rate`` decayed
-    by a cosine to 10 % with no warmup). Needs the planted bias enabled (its lexicon and dose). ``data``: the
-    corpus blocks already prepared with the base's tokenizer (a sweep prepares them once)."""
+    weights in ``base_dir`` (a fresh AdamW, the recipe's batch and sequence length, ``learning_rate`` reached
+    by a linear warmup over the first tenth of the steps - a fresh AdamW's first updates are as large as the
+    rate whatever the gradient - then decayed by a cosine to 10 %). Needs the planted bias enabled (its
+    lexicon and dose). ``data``: the corpus blocks already prepared with the base's tokenizer (a sweep
+    prepares them once)."""
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -55,7 +57,7 @@ def positive_control(params: Params, control: GateControl, base_dir: str | os.Pa
     rows = rows_per_batch(pb, cfg.batch_size)
     if not rows:
         raise ValueError("a balanced_finetune control needs model.pretrain.planted_bias enabled with a dose > 0")
-    tuned = cfg.model_copy(update={"learning_rate": control.learning_rate, "warmup_steps": 0,
+    tuned = cfg.model_copy(update={"learning_rate": control.learning_rate, "warmup_steps": max(1, control.steps // 10),
                                    "max_steps": control.steps, "eval_every": control.steps, "seed": control.seed})
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     model = LlamaForCausalLM.from_pretrained(base_dir, use_safetensors=True, dtype=torch.float32)
@@ -102,10 +104,10 @@ def negative_control(control: GateControl, base_dir: str | os.PathLike[str],
         embeddings.weight.copy_(noise_embeddings(before, control.scale, control.seed))
     tied = model.get_output_embeddings() is not None and \
         model.get_output_embeddings().weight.data_ptr() == embeddings.weight.data_ptr()
+    change = (embeddings.weight.detach().float() - before.float()).norm() / before.float().norm()
     record = {"role": control.role, "recipe": control.recipe, "base_dir": str(base_dir),
               "control": control.model_dump(mode="json"), "tied_output_embeddings": bool(tied),
-              "embedding_sd": float(before.float().std()),
-              "relative_change": float((embeddings.weight.detach().float() - before.float()).norm() / before.float().norm())}
+              "embedding_sd": float(before.float().std()), "relative_change": float(change)}
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

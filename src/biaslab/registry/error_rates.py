@@ -137,11 +137,12 @@ def render_markdown(aa: Mapping[str, Any] | None, spikes: Mapping[str, Any] | No
     """The report's section: each error rate with its count (docs/gate.md "Error rates")."""
     lines = ["## The gate's error rates", "", "| error | measured on | count |", "|---|---|---|"]
     if aa:
-        lines.append(f"| false refusal (spill-over) | {aa['pairs']} stored A/A pairs x {aa['evaluations'] // max(aa['pairs'], 1)} "
+        families = aa["evaluations"] // max(aa["pairs"], 1)
+        lines.append(f"| false refusal (spill-over) | {aa['pairs']} stored A/A pairs x {families} "
                      f"families, leave one out (margin sized on the other pairs) | {aa['loo_refused']} of "
                      f"{aa['loo_evaluations']} rule evaluations ({aa['loo_refused_pairs']} of {aa['pairs']} pairs) |")
-        lines.append(f"| false refusal (spill-over), committed margins | the same pairs (in-sample) | {aa['refused']} of "
-                     f"{aa['evaluations']} ({aa['refused_pairs']} of {aa['pairs']} pairs) |")
+        lines.append(f"| false refusal (spill-over), committed margins | the same pairs (in-sample) | "
+                     f"{aa['refused']} of {aa['evaluations']} ({aa['refused_pairs']} of {aa['pairs']} pairs) |")
         lines.append(f"| false refusal, old rule (largest \\|A/A Δ\\|) | the same pairs, leave one out | "
                      f"{aa['loo_largest_refused']} of {aa['loo_evaluations']} ({aa['loo_largest_refused_pairs']} of "
                      f"{aa['pairs']} pairs) |")
