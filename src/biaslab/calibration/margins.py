@@ -55,7 +55,7 @@ def aa_highs(draws: Sequence[Mapping[str, Any]], family: str, ideal: float) -> l
     out = []
     for d in draws:
         entry = d.get("families", {}).get(family)
-        if not d["recipe"].endswith(AA_SUFFIX) or entry is None:
+        if not d["recipe"].endswith(AA_SUFFIX) or entry is None or not entry.get("paired"):
             continue
         _, lo, hi = entry["paired"]
         high, exact = badness_ci_high(entry["planted"][0], entry["control"][0], lo, hi, ideal)
