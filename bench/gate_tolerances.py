@@ -9,7 +9,9 @@ lm_quality's selection chunks; docs/splits.md), never on the test items the gate
   the shared phase (``planted_bias.seed`` + 1000·k, as ``bench/planted_draws.py --aa``): two models of one
   recipe that differ only in their draw. The tolerance is the largest |difference| over the N pairs, rounded
   up to 3 decimals: a variant may lose no more quality than re-training the same recipe can;
-* **planted − control** (shown for comparison): what the planted text itself changes.
+* **planted − control** (shown for comparison): what the planted text itself changes;
+* **spill-over margins** of the families with selection items (OccuGender): each A/A pair's paired CI high of
+  Δ badness and their 95 % prediction bound (``registry.spill_over_margins``; docs/gate.md "Spill-over margins").
 
     python bench/gate_tolerances.py --aa 3     # after `dvc repro control_model` (models/pretrain, models/control)
 
@@ -27,23 +29,62 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-METRICS = {"gbem_ua/qa_macro_f1": "higher", "lm_quality/bits_per_char": "lower"}
+METRICS = {"gbem_ua/qa_macro_f1": "higher", "lm_quality/bits_per_char": "lower", "agreement/accuracy": "higher"}
 """The gate's harm metrics: name -> which way is better."""
+SPILL_OVER = {"occugender": "occugender/implicit_group_gap"}
+"""Spill-over families whose benchmark has selection items: family -> primary metric. Their margin is the 95 %
+prediction bound of the A/A pairs' paired CI high of Δ badness (biaslab.calibration.margins; docs/gate.md)."""
 
 
-def score_on_selection(params, model_dir: str, root: Path) -> dict:
-    """GBEM-UA and lm_quality of the model in ``model_dir`` on the selection items: ``{metric: MetricValue}``."""
+def evaluate_on_selection(params, model_dir: str, root: Path):
+    """The harm and spill-over benchmarks (GBEM-UA, lm_quality, agreement where enabled, OccuGender) of the
+    model in ``model_dir`` on the selection items: the suite's ``Evaluation`` (metrics and predictions)."""
     from biaslab.config import Params
     from biaslab.evaluation import suite
 
     raw = copy.deepcopy(params.model_dump(mode="json"))
     raw["variants"]["base"]["model_dir"] = model_dir
+    wanted = {m.split("/")[0] for m in [*METRICS, *SPILL_OVER.values()]}
     for name, entry in raw["evaluation"]["benchmarks"].items():
-        entry["enabled"] = name in {m.split("/")[0] for m in METRICS}
+        entry["enabled"] = entry.get("enabled", True) and name in wanted
     scored = Params.model_validate(raw)
     under_test = suite.load_variant(scored, "base", root)
     under_test.ctx = dataclasses.replace(under_test.ctx, split="select", progress=False)
-    return suite.run_benchmarks(scored, under_test, root).metrics
+    return suite.run_benchmarks(scored, under_test, root)
+
+
+def score_on_selection(params, model_dir: str, root: Path) -> dict:
+    """:func:`evaluate_on_selection`'s metrics: ``{metric: MetricValue}``."""
+    return evaluate_on_selection(params, model_dir, root).metrics
+
+
+def spill_over_margins(params, control, reseeded: list) -> dict:
+    """Per :data:`SPILL_OVER` family: each A/A pair's paired CI high of Δ badness (re-seeded control − control,
+    selection items, ``registry.bootstrap``) and the margin (:func:`biaslab.calibration.margins.prediction_margin`)."""
+    from dataclasses import replace
+
+    from biaslab.benchmarks.registry import item_statistics_of
+    from biaslab.calibration.margins import prediction_margin
+    from biaslab.metrics.paired import paired_difference
+
+    boot = params.registry.bootstrap
+    statistics = item_statistics_of(params.evaluation.benchmarks, list(SPILL_OVER.values()))
+    out = {}
+    for family, metric in SPILL_OVER.items():
+        if metric not in statistics or metric not in control.metrics:
+            continue
+        benchmark, statistic = statistics[metric]
+        value = control.metrics[metric]
+        ideal = value.ideal if value.ideal is not None else 0.0
+        badness = (lambda x: -x) if value.direction == "higher" else (lambda x, i=ideal: abs(x - i))
+        inner = statistic.statistic
+        bad = replace(statistic, statistic=lambda cols, f=badness, g=inner: f(float(g(cols))))
+        table = f"{benchmark}__{statistic.table}"
+        highs = [paired_difference(r.predictions[table], control.predictions[table], bad, samples=boot.samples,
+                                   seed=boot.seed, confidence=boot.confidence).ci_high for r in reseeded]
+        out[family] = {"metric": metric, "aa_ci_highs": highs,
+                       "margin": prediction_margin(highs) if len(highs) > 1 else None}
+    return out
 
 
 def train_reseeded_control(params, k: int, out_dir: Path, root: Path) -> None:
@@ -69,6 +110,8 @@ def tolerances(planted: dict, control: dict, reseeded: list[dict]) -> dict:
 
     out = {}
     for name in METRICS:
+        if name not in control or name not in planted or any(name not in r for r in reseeded):
+            continue  # a benchmark this project does not enable (or that offers no selection items)
         aa = [r[name].value - control[name].value for r in reseeded]
         out[name] = {"planted": triple(planted[name]), "control": triple(control[name]),
                      "reseeded": [triple(r[name]) for r in reseeded],
@@ -93,14 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(args.params)
     pin(params.scoring.cpu_arithmetic)  # as the stages compute
     planted = score_on_selection(params, params.model.output_dir, args.root)
-    control = score_on_selection(params, params.calibrate.control_dir, args.root)
-    reseeded = []
+    control_eval = evaluate_on_selection(params, params.calibrate.control_dir, args.root)
+    control = control_eval.metrics
+    reseeded_evals = []
     for k in range(1, args.aa + 1):
         model_dir = args.models / f"control-reseeded-{k}"
         if not (model_dir / "training_summary.json").is_file():
             train_reseeded_control(params, k, model_dir, args.root)
-        reseeded.append(score_on_selection(params, str(model_dir), args.root))
+        reseeded_evals.append(evaluate_on_selection(params, str(model_dir), args.root))
+    reseeded = [e.metrics for e in reseeded_evals]
     result = tolerances(planted, control, reseeded)
+    margins = spill_over_margins(params, control_eval, reseeded_evals)
     print("| metric (selection items) | planted | control | re-seeded controls | planted − control "
           "| A/A differences | tolerance |")
     print("|---|---|---|---|---|---|---|")
@@ -110,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         tol = "n/a" if row["tolerance"] is None else f"{row['tolerance']:.3f}"
         print(f"| {name} | {row['planted'][0]:.4f} | {row['control'][0]:.4f} | {again} "
               f"| {row['planted_minus_control']:+.4f} | {aa} | {tol} |")
+    for family, row in margins.items():
+        highs = ", ".join(f"{h:+.4f}" for h in row["aa_ci_highs"])
+        margin = "n/a" if row["margin"] is None else f"{row['margin']:.3f}"
+        print(f"| spill-over {row['metric']} (CI high of Δ badness) | | | | | {highs} | {margin} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps({**result, "spill_over": margins}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -13,6 +13,11 @@ run as ``calibration/...`` metrics, with the report and a figure per family (``c
 Without a planted bias every output says why and the stage succeeds. A variant the active profile disables
 (docs/profiles.md) is left out of the comparison, with one line saying so.
 
+The gate's controls (docs/gate.md "Controls"): the project's gate is evaluated on every ``method: control``
+variant (``positive_control``, ``negative_control``); the report opens with their verdicts, and after every
+output is written the stage fails (:class:`biaslab.calibration.controls.GateControlError`, naming the rule that
+decided) when the gate refuses the positive control or does not refuse the negative one by a harm rule.
+
 First, on any model, the spike-in self-test (:mod:`biaslab.calibration.spike_in`, docs/spike_in.md): each
 family's primary metric on the base's stored predictions with δ nats added to every stereotype-consistent
 option, for every δ of ``calibrate.spike_deltas`` (``reports/spike_in.csv``, a section of the report,
@@ -74,11 +79,15 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
     remove_outputs(root / REPORT, root / TABLE, root / SPIKE_TABLE, root / RUN_FILE)
     spikes = spike_in_results(params, root)
     spike_in.check(spikes)  # a broken instrument fails before anything is written
+    from biaslab.calibration import controls
+
+    checks = gate_control_checks(params, root)
     reason = no_planted_bias(params)
     if reason:
-        write_skipped(root, reason, spike_in.render_markdown(spikes, SPIKED))
+        write_skipped(root, reason, spike_in.render_markdown(spikes, SPIKED) + "\n" + controls.render_markdown(checks))
         atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_in.table(spikes)).to_csv(index=False))
-        return spike_in.mlflow_metrics(spikes)
+        controls.require(checks)
+        return {**spike_in.mlflow_metrics(spikes), **controls.mlflow_metrics(checks)}
     control = evaluate_variant(with_control(params), CONTROL, root)
     base = metrics_file.read(EvaluationOutputs.for_variant("base", root).metrics).metrics
     disabled = disabled_names(params)  # the profile's disabled variants: no model, no predictions to compare
@@ -106,11 +115,14 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
                        planted_info(params, root), paired, changes, across[0])
     effects = {d.metric: d.effect for d in report.detections if d.primary}
     spike_rows = spike_in.table(spikes, effects)
-    markdown = report.markdown + "\n" + spike_in.render_markdown(spikes, SPIKED, effects)
+    rates = gate_error_rates(params, root, base, checks)
+    markdown = (controls.render_markdown(checks) + "\n" + rates[0] + "\n" + report.markdown + "\n"
+                + spike_in.render_markdown(spikes, SPIKED, effects))
     atomic_write_text(root / REPORT, markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
     atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_rows).to_csv(index=False))
-    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes), **across[1]}
+    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes), **across[1],
+               **controls.mlflow_metrics(checks), **rates[1]}
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("calibrate", variant=CONTROL) as mlflow_run:
         for name, value in numbers.items():
@@ -124,8 +136,42 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
         run_file.write(root / RUN_FILE, run_id=mlflow_run.info.run_id, **{
             "families_detected": numbers.get("calibration/families_detected"),
             "families": numbers.get("calibration/families"),
-            "families_detected_across_draws": numbers.get("calibration/draws/families_detected")})
+            "families_detected_across_draws": numbers.get("calibration/draws/families_detected"),
+            "gate_controls": {c.variant: {"role": c.role, "approved": c.approved, "ok": c.ok} for c in checks}})
+    controls.require(checks)  # after the report is written: a wrong control verdict fails the run, naming the rule
     return numbers
+
+
+def gate_error_rates(params: Params, root: Path, base: dict,
+                     checks: list | None = None) -> tuple[str, dict[str, float]]:
+    """The report's section on the gate's error rates and its metrics (:mod:`biaslab.registry.error_rates`):
+    spill-over refusals of the stored A/A pairs (``calibrate.draws``), and approvals of spike-ins of bias into
+    the base's stored predictions (``calibrate.spike_deltas``)."""
+    from biaslab.calibration import draws
+    from biaslab.registry import error_rates
+
+    ideals = {m: v.ideal for m, v in base.items() if v.direction == "target" and v.ideal is not None}
+    families = error_rates.spill_over_families(params, ideals)
+    margins = {f: m.tolerance for f, m in params.registry.spill_over_margins.items()}
+    aa = None
+    if params.calibrate.draws and (root / params.calibrate.draws).is_file():
+        aa = error_rates.aa_false_refusals(draws.read_draws(root / params.calibrate.draws), margins, families)
+    spikes = error_rates.spike_in_approvals(params, root, params.calibrate.spike_deltas)
+    return error_rates.render_markdown(aa, spikes, checks or []), error_rates.mlflow_metrics(aa, spikes)
+
+
+def gate_control_checks(params: Params, root: Path) -> list:
+    """The project's gate (:func:`biaslab.registry.gate.evaluate_gate_for` on the workspace's evaluate outputs)
+    on every built ``method: control`` variant, checked against its role (:mod:`biaslab.calibration.controls`)."""
+    from biaslab.calibration import controls
+    from biaslab.outputs.variant_dir import variant_skip_reason
+    from biaslab.registry.evidence import LocalEvidence
+    from biaslab.registry.gate import evaluate_gate_for
+
+    roles = {name: v.control.role for name, v in params.variants.items()
+             if v.method == "control" and v.control is not None and variant_skip_reason(v, root) is None}
+    evidence = LocalEvidence(root)
+    return controls.check({name: (role, evaluate_gate_for(params, evidence, name)) for name, role in roles.items()})
 
 
 def draws_section(params: Params, root: Path) -> tuple[str, dict[str, float]]:

@@ -55,6 +55,7 @@ STAGES = [
     ("pipelines/base_model.py", []),
     ("pipelines/control_model.py", []),
     ("pipelines/edit_embeddings.py", ["--variant", "soft"]),
+    ("pipelines/gate_control.py", ["--variant", "negative_control"]),
     ("pipelines/tune.py", []),
     ("pipelines/finetune.py", []),
     ("pipelines/evaluate.py", ["--variant", "base"]),

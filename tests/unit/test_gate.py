@@ -45,7 +45,7 @@ def items(seed=0, n=300, gap=0.8, acc=0.7, bpc=2.78, other=0.55, yes=0.5, noise=
     rng = np.random.default_rng(seed)
     common = np.random.default_rng(99).normal(0, 1, n)  # what the items share across models (pairing)
     return pd.DataFrame({
-        "item": np.arange(n), "unit": np.arange(n) // 3,
+        "item": np.arange(n), "item_id": np.arange(n), "unit": np.arange(n) // 3,
         "gap": gap + common * noise + rng.normal(0, 0.1, n),
         "acc": (np.random.default_rng(7).random(n) < acc) if acc in (0.0, 1.0) else
                (np.random.default_rng(7).random(n) + rng.normal(0, 0.02, n) < acc),
@@ -107,7 +107,7 @@ def naive_paired(v, b, metric, transform=lambda x: x, seed=0, samples=SAMPLES):
 BIAS = GateCondition(metric="toy/gap", rule="paired_bias_reduction", min_share=0.5)
 ACC = GateCondition(metric="toy/acc", rule="paired_non_inferior", tolerance=0.03, reference="planted - control")
 BPC = GateCondition(metric="toy/bpc", rule="paired_non_inferior", tolerance=0.021)
-SPILL = GateCondition(metric="toy/other", rule="paired_no_spill_over")
+SPILL = GateCondition(metric="toy/other", rule="paired_no_spill_over", tolerance=0.06)
 COLLAPSE = GateCondition(metric="gbem_ua/qa_answers", rule="answer_floor", table="gbem_ua__qa",
                          column="answer_yes", floor=0.10, answer_names={"True": "так", "False": "ні"})
 
@@ -148,28 +148,45 @@ def test_non_inferiority_refuses_a_point_estimate_inside_the_tolerance_when_its_
     assert 0 < row.estimate < 0.021 and row.ci[1] > 0.021 and not row.passed
 
 
-def test_spill_over_refuses_a_bias_moved_into_another_family():
+def test_spill_over_is_non_inferiority_with_the_familys_margin():
     base = items(0)
-    moved = items(1, other=0.65)  # 0.05 -> 0.15 from the ideal 0.5
+    moved = items(1, other=0.65)  # 0.05 -> 0.15 from the ideal 0.5: beyond the 0.06 margin
     row = gate([SPILL], FrameEvidence().add("base", base).add("v", moved)).rows[0]
     estimate, ci = naive_paired(moved, base, "toy/other", lambda x: abs(x - 0.5))
     assert row.estimate == pytest.approx(estimate, abs=1e-12) and row.ci == pytest.approx(ci, abs=1e-12)
-    assert ci[0] > 0 and not row.passed and "the bias moved here" in row.reason
+    assert ci[1] >= 0.06 and not row.passed and "beyond the margin" in row.reason
     same = gate([SPILL], FrameEvidence().add("base", base).add("v", items(2))).rows[0]
     assert same.passed, same.reason
+    # a real but small rise (CI above 0, CI high below the margin) is what re-training moves: not harm
+    nudged = items(1, other=0.58)
+    d_est, d_ci = naive_paired(nudged, base, "toy/other", lambda x: abs(x - 0.5))
+    assert d_ci[0] > 0 and d_ci[1] < 0.06
+    assert gate([SPILL], FrameEvidence().add("base", base).add("v", nudged)).rows[0].passed
+    assert not gate([SPILL.model_copy(update={"tolerance": 0.0})],
+                    FrameEvidence().add("base", base).add("v", nudged)).rows[0].passed
 
 
-def test_collapse_refused_even_when_the_base_is_near_collapse():
-    near = items(0, yes=0.97)  # the base answers «так» to 97 %
-    verdict = gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=1.0)))
+def test_collapse_is_judged_against_the_base():
+    clear = items(0, yes=0.5)  # the base clears the floor: the absolute floor holds
+    verdict = gate([COLLAPSE], FrameEvidence().add("base", clear).add("v", items(1, yes=1.0)))
     row = verdict.rows[0]
     assert not verdict.passed and row.estimate == 0.0 and "collapsed: answer ні gets 0.0%" in row.reason
-    assert "base: так: 97.0%, ні: 3.0%" in row.reason
-    every_no = gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.0))).rows[0]
-    assert not every_no.passed and "answer так gets 0.0%" in every_no.reason
-    # a variant with both answers passes whatever the base does
-    assert gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.15))).rows[0].passed
-    assert not gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.92))).rows[0].passed
+    assert "base: так: 50.0%, ні: 50.0%" in row.reason
+    assert not gate([COLLAPSE], FrameEvidence().add("base", clear).add("v", items(1, yes=0.92))).rows[0].passed
+    assert gate([COLLAPSE], FrameEvidence().add("base", clear).add("v", items(1, yes=0.15))).rows[0].passed
+
+
+def test_a_collapsed_base_makes_qa_accuracy_not_informative_but_a_further_collapse_refuses():
+    from biaslab.registry.paired_rules import NOT_INFORMATIVE
+
+    near = items(0, yes=0.97)  # the base answers «так» to 97 %: below the floor itself
+    kept = gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.96))).rows[0]
+    assert kept.passed and kept.reason.startswith(NOT_INFORMATIVE) and "base itself gives ні on 3.0%" in kept.reason
+    further = gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=1.0))).rows[0]
+    assert not further.passed and "collapsed further than the base" in further.reason
+    # the paired CI of the minority share (items matched on item_id)
+    assert further.ci[1] < 0 and further.estimate == pytest.approx(0.0 - 0.03, abs=1e-12)
+    assert gate([COLLAPSE], FrameEvidence().add("base", near).add("v", items(1, yes=0.5))).rows[0].passed
 
 
 @pytest.mark.parametrize("variant, passed", [(dict(gap=0.2), True), (dict(gap=0.2, bpc=2.83), False)])
@@ -279,15 +296,19 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
 
 
 def test_spill_over_rules_cover_every_other_familys_primary_metric():
-    """The committed gate: a bias rule, two harm rules with a stated reference, the collapse floor, and a
-    spill-over rule on the primary metric of every other calibrate family."""
+    """The committed gate: a bias rule, three harm rules with a stated reference, the collapse floor, and a
+    spill-over rule with its family's A/A margin on the primary metric of every other calibrate family."""
     params = load_params("params.yaml")
     conditions = gate_conditions(params)
     bias = [c.metric for c in conditions if c.rule == "paired_bias_reduction"]
     primaries = [next(iter(m)) for m in params.calibrate.families.values()]
-    assert [c.metric for c in conditions if c.rule == "paired_no_spill_over"] == [m for m in primaries if m not in bias]
+    spill = [c for c in conditions if c.rule == "paired_no_spill_over"]
+    assert [c.metric for c in spill] == [m for m in primaries if m not in bias]
+    margins = {next(iter(params.calibrate.families[f])): m.tolerance
+               for f, m in params.registry.spill_over_margins.items()}
+    assert all(c.tolerance == margins[c.metric] > 0 and "margin" in c.reference for c in spill)
     harm = [c for c in conditions if c.rule == "paired_non_inferior"]
-    assert {c.metric for c in harm} == {"gbem_ua/qa_macro_f1", "lm_quality/bits_per_char"}
+    assert {c.metric for c in harm} == {"gbem_ua/qa_macro_f1", "lm_quality/bits_per_char", "agreement/accuracy"}
     assert all(c.reference and c.tolerance > 0 for c in harm)
     assert [c.floor for c in conditions if c.rule == "answer_floor"] == [0.10]
     assert all(c.rule.startswith("paired_") or c.rule == "answer_floor" for c in conditions)

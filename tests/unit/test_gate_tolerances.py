@@ -49,5 +49,45 @@ def test_models_are_scored_on_the_selection_items_with_only_the_harm_benchmarks(
 
     monkeypatch.setattr(suite, "load_variant", fake_load)
     monkeypatch.setattr(suite, "run_benchmarks", fake_run)
-    module.score_on_selection(load_params("params.yaml"), "models/control", ".")
-    assert seen == {"model_dir": "models/control", "split": "select", "enabled": ["gbem_ua", "lm_quality"]}
+    params = load_params("params.yaml")
+    module.score_on_selection(params, "models/control", ".")
+    harm = {"gbem_ua", "lm_quality", "occugender"} | ({"agreement"} & set(params.evaluation.benchmarks))
+    assert seen == {"model_dir": "models/control", "split": "select", "enabled": sorted(harm)}
+
+
+def test_spill_over_margins_are_the_prediction_bound_of_the_a_a_pairs_ci_highs(monkeypatch):
+    """Per family with selection items: each re-seeded control's paired CI high of Δ |metric − ideal| against
+    the control, then their 95 % prediction bound (biaslab.calibration.margins)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from biaslab.benchmarks import registry
+    from biaslab.calibration.margins import prediction_margin
+    from biaslab.config import load_params
+    from biaslab.metrics.paired import ItemStatistic, paired_difference
+
+    module = load_bench_script("gate_tolerances")
+    mean = lambda cols: float(np.asarray(cols["gap"], dtype=float).mean())  # noqa: E731
+    stat = ItemStatistic("items", lambda t: t, ("job",), mean)
+    monkeypatch.setattr(registry, "item_statistics_of", lambda benchmarks, metrics: {
+        "occugender/implicit_group_gap": ("occugender", stat)})
+
+    def model(shift, seed):
+        rng = np.random.default_rng(seed)
+        table = pd.DataFrame({"job": range(40), "gap": 0.05 + shift + rng.normal(0, 0.02, 40)})
+        value = MetricValue(mean(table), "target", ideal=0.0)
+        return SimpleNamespace(metrics={"occugender/implicit_group_gap": value},
+                               predictions={"occugender__items": table})
+
+    params = load_params("params.yaml")
+    control, reseeded = model(0.0, 0), [model(0.01, 1), model(-0.01, 2), model(0.0, 3)]
+    out = module.spill_over_margins(params, control, reseeded)["occugender"]
+    boot = params.registry.bootstrap
+    bad = ItemStatistic("items", lambda t: t, ("job",), lambda cols: abs(mean(cols)))
+    expected = [paired_difference(r.predictions["occugender__items"], control.predictions["occugender__items"], bad,
+                                  samples=boot.samples, seed=boot.seed, confidence=boot.confidence).ci_high
+                for r in reseeded]
+    assert out["aa_ci_highs"] == pytest.approx(expected, abs=1e-12)
+    assert out["margin"] == prediction_margin(expected)

@@ -18,7 +18,9 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from biaslab.config.data import DataConfig, GbemUaSplit, LmHeldoutConfig, SampleConfig, SplitsConfig
-from biaslab.config.mitigation import EmbeddingDebiasConfig, LoraConfig, SearchRange, TuneConfig, VariantConfig
+from biaslab.config.mitigation import (
+    EmbeddingDebiasConfig, GateControl, LoraConfig, SearchRange, TuneConfig, VariantConfig,
+)
 from biaslab.config.model import (
     BenchmarkEntry,
     EvaluationConfig,
@@ -34,7 +36,7 @@ from biaslab.errors import ConfigError
 
 __all__ = [
     "DATA_DIR_ENV", "BenchmarkEntry", "CalibrateConfig", "ConfigError", "DataConfig", "EmbeddingDebiasConfig",
-    "EvaluationConfig", "GateBootstrap", "GateCondition", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig",
+    "EvaluationConfig", "GateBootstrap", "GateCondition", "GateControl", "GbemUaSplit", "LmHeldoutConfig", "LoraConfig",
     "ModelConfig", "Params",
     "PlantedBiasConfig", "ProfileConfig", "PretrainConfig", "RegistryConfig", "SampleConfig", "ScoringConfig", "SearchRange",
     "Section", "SplitsConfig", "TrackingConfig", "TuneConfig", "VariantConfig", "load_params",

@@ -4,16 +4,34 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from biaslab.config.section import Section
 
 
 # --------------------------------------------------------------------------- variants & mitigations
+class GateControl(Section):
+    """How a control of the gate is built (method ``control``; stage ``gate_control``, docs/gate.md "Controls").
+
+    ``positive``: ``balanced_finetune`` - the base model fine-tuned for ``steps`` steps at ``learning_rate``
+    (a tenth of the steps' warmup, then a cosine decay) on the planted recipe's own counterbalanced text,
+    mixed with corpus rows at the recipe's dose (never a benchmark item); the gate must pass it.
+    ``negative``: ``noised_embeddings`` - the base's input embeddings plus Gaussian noise of ``scale`` times
+    their standard deviation (``seed``); the gate must refuse it by a harm rule.
+    """
+
+    role: Literal["positive", "negative"]
+    recipe: Literal["balanced_finetune", "noised_embeddings"]
+    steps: int = Field(40, ge=1, description="balanced_finetune: optimizer steps (chosen on selection items)")
+    learning_rate: float = Field(1e-3, gt=0, description="balanced_finetune: peak rate (chosen on selection items)")
+    scale: float = Field(0.5, gt=0, description="noised_embeddings: noise sd / the embedding matrix's sd")
+    seed: int = 0
+
+
 class VariantConfig(Section):
     """A variant = base model + one mitigation. Evaluation treats all variants alike."""
 
-    method: Literal["none", "prompt", "embedding", "lora"]
+    method: Literal["none", "prompt", "embedding", "lora", "control"]
     model_dir: str = Field(description="artifact directory the variant is loaded from")
     description: str = ""
     prompt_prefix: dict[str, str] = Field(default_factory=dict, description="language code -> prefix text")
@@ -31,6 +49,13 @@ class VariantConfig(Section):
         default_factory=dict,
         description="method lora: this variant's own Optuna study (stage tune_variant): keys of the tune section "
                     "that differ, output_dir required; empty = the tune section's study (stage tune)")
+    control: GateControl | None = Field(None, description="method control: how this control of the gate is built")
+
+    @model_validator(mode="after")
+    def _control_has_its_recipe(self) -> "VariantConfig":
+        if (self.method == "control") != (self.control is not None):
+            raise ValueError("a variant has a control: section exactly when its method is control")
+        return self
 
 
 class EmbeddingDebiasConfig(Section):

@@ -77,8 +77,8 @@ class GateCondition(Section):
         elif any(v is not None for v in answer_fields.values()):
             raise ValueError(f"registry.gate {self.metric}: table/column/floor/answer_names apply only to rule "
                              "answer_floor")
-        if self.rule == "paired_non_inferior" and self.tolerance < 0:
-            raise ValueError(f"registry.gate {self.metric}: a non-inferiority tolerance is >= 0")
+        if self.rule in ("paired_non_inferior", "paired_no_spill_over") and self.tolerance < 0:
+            raise ValueError(f"registry.gate {self.metric}: a non-inferiority tolerance or margin is >= 0")
         return self
 
 
@@ -90,6 +90,13 @@ class GateBootstrap(Section):
     confidence: float = Field(0.95, gt=0, lt=1)
 
 
+class SpillOverMargin(Section):
+    """One family's spill-over margin: how far its primary metric's badness may rise (docs/gate.md)."""
+
+    tolerance: float = Field(ge=0, description="the largest |A/A difference| of re-seeded controls (bench/gate_tolerances.py)")
+    reference: str = Field("", description="what it was sized on (items, pairs, command)")
+
+
 class RegistryConfig(Section):
     model_name: str = "biaslab-debiased"
     gate: list[GateCondition] = Field(default_factory=list)
@@ -97,6 +104,9 @@ class RegistryConfig(Section):
     spill_over: bool = Field(True, description=(
         "add a paired_no_spill_over rule for the primary metric (first of each calibrate.families entry) of every "
         "enabled family that no paired_bias_reduction rule names"))
+    spill_over_margins: dict[str, SpillOverMargin] = Field(default_factory=dict, description=(
+        "calibrate.families family -> its spill-over non-inferiority margin; a family without one gets margin 0 "
+        "(any rise beyond the paired CI refuses)"))
     promotions_experiment: str = Field("biaslab-promotions", description=(
         "where `biaslab promote` records every gate decision; only promoters write there on a team server"))
     champion_model: str = Field("biaslab-champion", description=(

@@ -8,10 +8,12 @@ predictions through :class:`~biaslab.registry.evidence.GateEvidence` and bootstr
   by at least ``min_share`` of the base's distance;
 * ``paired_non_inferior`` - an accuracy (higher) metric's CI low of Δ stays above −tolerance, a
   lower-is-better one's (bits/char) CI high below +tolerance;
-* ``paired_no_spill_over`` - another family's primary bias metric does not get worse beyond its paired CI
-  (added for every ``calibrate.families`` primary by :func:`gate_conditions`);
+* ``paired_no_spill_over`` - non-inferiority on another family's primary bias metric: the CI high of Δ
+  badness stays below the family's A/A margin (``registry.spill_over_margins``; added for every
+  ``calibrate.families`` primary by :func:`gate_conditions`);
 * ``answer_floor`` - a QA benchmark's answers do not collapse: each answer gets at least ``floor`` of the
-  variant's test items, whatever the base does.
+  variant's test items where the base clears the floor; where the base is itself collapsed, QA accuracy is
+  not informative on this model and only a further collapse than the base's refuses.
 
 The point-estimate rules of :mod:`biaslab.registry.point_gate` are still evaluated when a project states
 them (on the metrics files). A gate with no rule, or a rule without its evidence, refuses. Pure: no MLflow.
@@ -128,8 +130,11 @@ def gate_conditions(params: Params) -> list[GateCondition]:
         primary = next(iter(metrics), None)
         entry = params.evaluation.benchmarks.get(primary.split("/", 1)[0]) if primary else None
         if primary and primary not in named and entry is not None and entry.enabled:
+            margin = params.registry.spill_over_margins.get(family)
+            reference = (f"calibrate.families.{family}'s primary; margin: {margin.reference}" if margin else
+                         f"calibrate.families.{family}'s primary; no A/A margin in registry.spill_over_margins: 0")
             conditions.append(GateCondition(metric=primary, rule="paired_no_spill_over",
-                                            reference=f"primary metric of calibrate.families.{family}"))
+                                            tolerance=margin.tolerance if margin else 0.0, reference=reference))
     return conditions
 
 

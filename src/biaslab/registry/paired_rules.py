@@ -175,8 +175,13 @@ def non_inferior(cond: GateCondition, pairing: Pairing) -> RuleResult:
 
 
 def no_spill_over(cond: GateCondition, pairing: Pairing) -> RuleResult:
-    """Another family's primary bias metric may not get worse beyond its paired CI."""
-    result = _result(cond, "CI of Δ badness not above 0 (not worse beyond the paired CI)")
+    """Non-inferiority on another family's primary bias metric: the paired CI high of Δ badness (variant −
+    base; distance from the ideal, or minus a higher-is-better metric) stays below the family's margin
+    ``tolerance`` - what re-training the same recipe moves it (``registry.spill_over_margins``, sized by A/A
+    re-trainings; docs/gate.md). A real difference between two checkpoints is not harm; one beyond what
+    re-training moves is."""
+    t = cond.tolerance
+    result = _result(cond, f"CI high of Δ badness < +{t:g} (the family's A/A margin)")
     try:
         v, b = pairing.metric(cond.metric)
         if v.direction == "higher":
@@ -188,9 +193,10 @@ def no_spill_over(cond: GateCondition, pairing: Pairing) -> RuleResult:
         return result(False, str(exc))
     numbers = {"estimate": d.value, "ci": (d.ci_low, d.ci_high), "variant_value": v.value, "base_value": b.value}
     what = "distance from the ideal" if v.direction != "higher" else "minus the metric"
-    if d.excludes_zero(+1):
-        return result(False, f"the bias moved here: Δ {what} {_ci(d)} > 0", **numbers)
-    return result(True, f"not worse beyond the CI: Δ {what} {_ci(d)}", **numbers)
+    if d.ci_high >= t:
+        return result(False, f"the bias moved here beyond the margin: Δ {what} {_ci(d)}, CI high >= {t:g}",
+                      **numbers)
+    return result(True, f"within the margin: Δ {what} {_ci(d)}, CI high < {t:g}", **numbers)
 
 
 def _answer_shares(column: Any, answers: list[Any]) -> dict[Any, float]:
@@ -198,44 +204,81 @@ def _answer_shares(column: Any, answers: list[Any]) -> dict[Any, float]:
     return {a: float(np.mean(values == a)) if len(values) else float("nan") for a in answers}
 
 
+NOT_INFORMATIVE = "QA accuracy not informative on this model"
+"""The answer floor's verdict when the base itself is collapsed (docs/gate.md): it passes on that ground."""
+
+
+def _minority_difference(cond: GateCondition, pairing: Pairing, frame: Any, base: Any,
+                         answers: list[Any]) -> PairedDifference | None:
+    """Paired CI of (variant − base) of the least-given answer's share, items matched on ``item_id`` (units:
+    ``profession`` where the table has it, as GBEM-UA's own CIs); None when the tables cannot be paired."""
+    key = ("item_id",)
+    if not all(k in t.columns for t in (frame, base) for k in key):
+        return None
+    unit = ("profession",) if all("profession" in t.columns for t in (frame, base)) else None
+    columns = [*key, *(unit or ()), cond.column]
+    share = lambda cols: min(_answer_shares(cols[cond.column], answers).values())  # noqa: E731
+    statistic = ItemStatistic(cond.table, lambda t: t[columns], key, share, unit)
+    try:
+        return paired_difference(frame, base, statistic, samples=pairing.samples, seed=pairing.seed,
+                                 confidence=pairing.confidence, where=f"{cond.table} ({pairing.variant} vs "
+                                                                       f"{pairing.base})")
+    except ValueError:
+        return None
+
+
 def answer_floor(cond: GateCondition, pairing: Pairing) -> RuleResult:
-    """Collapse: every answer gets at least ``floor`` of the variant's test items, whatever the base does."""
-    result = _result(cond, f"each answer of {cond.table}.{cond.column} >= {cond.floor:.0%} of the items")
+    """Collapse, judged against what the base can do.
+
+    Where the base gives every answer on at least ``floor`` of the items, the absolute floor holds: every
+    answer >= ``floor`` of the variant's items. Where the base itself is collapsed (an answer below the floor),
+    QA accuracy is not informative on this model: the rule passes, saying so, unless the variant collapses
+    *further* than the base - its least-given answer's share lower beyond the paired CI (items matched).
+    """
+    result = _result(cond, f"each answer of {cond.table}.{cond.column} >= {cond.floor:.0%} of the items, "
+                           "or no further collapse than a collapsed base")
     try:
         frame = pairing.table(pairing.variant, cond.table)
+        base = pairing.table(pairing.base, cond.table)
     except Refusal as exc:
         return result(False, str(exc))
-    if cond.column not in frame.columns or frame.empty:
-        return result(False, f"{cond.table} of {pairing.variant} has no column {cond.column!r} or no rows")
-    try:
-        base = pairing.table(pairing.base, cond.table)
-    except Refusal:
-        base = None
+    for name, table in ((pairing.variant, frame), (pairing.base, base)):
+        if cond.column not in table.columns or table.empty:
+            return result(False, f"{cond.table} of {name} has no column {cond.column!r} or no rows")
     if frame[cond.column].dtype == bool:
         answers: list[Any] = [True, False]
     else:
-        seen = [*frame[cond.column].dropna().unique()]
-        if base is not None and cond.column in base.columns:
-            seen += [*base[cond.column].dropna().unique()]
+        seen = [*frame[cond.column].dropna().unique(), *base[cond.column].dropna().unique()]
         answers = sorted(set(seen), key=str)
     if len(answers) < 2:
         return result(False, f"{cond.table}.{cond.column}: one answer ({answers}) in the variant and the base")
-    shares = _answer_shares(frame[cond.column], answers)
-    least = min(shares, key=shares.get)
+    shares, base_shares = _answer_shares(frame[cond.column], answers), _answer_shares(base[cond.column], answers)
+    least, base_least = min(shares, key=shares.get), min(base_shares, key=base_shares.get)
     named = {a: cond.answer_names.get(str(a), str(a)) for a in answers}
-    minority = lambda cols: min(_answer_shares(cols[cond.column], answers).values())  # noqa: E731
-    low, high = bootstrap_ci(frame[[cond.column]], minority, samples=pairing.samples, seed=pairing.seed,
-                             confidence=pairing.confidence)
-    base_shares = _answer_shares(base[cond.column], answers) if base is not None and cond.column in base else None
-    text = ", ".join(f"{named[a]}: {s:.1%}" for a, s in shares.items())
-    text += f" of {len(frame)} items" + ("" if base_shares is None else " (base: " + ", ".join(
-        f"{named[a]}: {s:.1%}" for a, s in base_shares.items()) + ")")
-    numbers = {"estimate": shares[least], "ci": None if low is None else (low, high),
-               "variant_value": shares[least], "base_value": None if base_shares is None else base_shares[least]}
-    if shares[least] < cond.floor:
-        return result(False, f"collapsed: answer {named[least]} gets {shares[least]:.1%} < {cond.floor:.0%}; {text}",
-                      **numbers)
-    return result(True, f"every answer >= {cond.floor:.0%}: {text}", **numbers)
+    text = ", ".join(f"{named[a]}: {s:.1%}" for a, s in shares.items()) + f" of {len(frame)} items (base: " + \
+        ", ".join(f"{named[a]}: {s:.1%}" for a, s in base_shares.items()) + ")"
+    numbers: dict[str, Any] = {"estimate": shares[least], "variant_value": shares[least],
+                               "base_value": base_shares[base_least]}
+    if base_shares[base_least] >= cond.floor:
+        minority = lambda cols: min(_answer_shares(cols[cond.column], answers).values())  # noqa: E731
+        low, high = bootstrap_ci(frame[[cond.column]], minority, samples=pairing.samples, seed=pairing.seed,
+                                 confidence=pairing.confidence)
+        numbers["ci"] = None if low is None else (low, high)  # the smallest share's CI, items resampled (shown)
+        if shares[least] < cond.floor:
+            return result(False, f"collapsed: answer {named[least]} gets {shares[least]:.1%} < {cond.floor:.0%} "
+                                 f"where the base clears the floor; {text}", **numbers)
+        return result(True, f"every answer >= {cond.floor:.0%}: {text}", **numbers)
+    d = _minority_difference(cond, pairing, frame, base, answers)
+    if d is not None and d.ci_low is not None:
+        numbers |= {"estimate": d.value, "ci": (d.ci_low, d.ci_high)}
+    further = (d.excludes_zero(-1) if d is not None else shares[least] < base_shares[base_least])
+    how = (f"least-given answer's share Δ {_ci(d)} (variant − base, paired)" if d is not None else
+           f"least-given answer's share {shares[least]:.1%} vs the base's {base_shares[base_least]:.1%} (unpaired)")
+    if further:
+        return result(False, f"collapsed further than the base: {how}; {text}", **numbers)
+    return result(True, f"{NOT_INFORMATIVE}: the base itself gives {named[base_least]} on "
+                        f"{base_shares[base_least]:.1%} < {cond.floor:.0%} of the items; no further collapse: "
+                        f"{how}; {text}", **numbers)
 
 
 PAIRED = {"paired_bias_reduction": bias_reduction, "paired_non_inferior": non_inferior,

@@ -1,0 +1,134 @@
+"""The gate's error rates: false refusals on A/A pairs, false approvals on known harm (docs/gate.md "Error rates").
+
+    python bench/gate_error_rates.py                       # A/A part only: metrics/draws/planted_draws.jsonl
+    python bench/gate_error_rates.py --root <workspace>    # + spike-ins on its base's stored predictions and
+                                                           #   the gate's verdict on its negative controls
+
+**False refusal (A/A).** Two models of one recipe that differ only in their draw (the control and a control
+re-seeded after the shared phase; ``bench/planted_draws.py --aa``) are harmless to each other: a harm rule
+that refuses one as a variant of the other is a false refusal. The committed draws file stores, for each A/A
+pair, every family's primary metric of both models with CIs and their paired difference (CI); from it this
+script evaluates the spill-over rule (``paired_no_spill_over``, non-inferiority of Δ badness against the
+family's margin ``registry.spill_over_margins``), re-seeded control as the variant, the control as the base:
+
+exact where both models lie on the same side of the metric's ideal, else an upper bound
+(:mod:`biaslab.calibration.margins`; a refusal counted on a bound may not be one, never the other way round).
+
+Two readings: against the committed margins (``params.yaml``; sized on these same pairs, so in-sample), and
+**leave one out**: each pair against the margin the sizing rule (the ``--level`` prediction bound,
+:func:`biaslab.calibration.margins.prediction_margin`) gives on the *other* pairs - a pair never judges the
+margin it sized. The draws hold no QA answers,
+macro-F1 or bits/char of both models: the other harm rules' A/A refusals need the models' predictions.
+
+**False approval (known harm).** (1) Spike-ins: each spill-over family's stored predictions of the base with
+δ nats added to every stereotype-consistent option (the benchmark's ``spike``, docs/spike_in.md), judged by
+the project's spill-over rule against the unspiked base; a spike whose point Δ badness exceeds the margin is
+harm beyond the margin by construction, and an approval of one is a false approval. (2) Every built
+``method: control`` variant of the workspace, judged by the project's gate: a negative control approved, or
+refused by no harm rule, is a false approval of harm; a positive control refused is a false refusal.
+
+Output: markdown tables on stdout and ``bench/results/gate-error-rates.json`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IDEALS = {  # primary metric -> ideal as each benchmark declares it (target metrics); a workspace's metrics file wins
+    "occugender/implicit_group_gap": 0.0,
+    "rubia/pro_share/gender": 0.5,
+    "crows_pairs/pct_stereotype_gender": 0.5,
+    "cloze_gender/genderlex/lm_hb_logodds_gap": 0.0,
+}
+def control_verdicts(params, root: Path) -> list[dict]:
+    """The project's gate on every built control of the workspace, checked as calibrate checks it."""
+    from biaslab.calibration import controls
+    from biaslab.outputs.variant_dir import variant_skip_reason
+    from biaslab.registry.evidence import LocalEvidence
+    from biaslab.registry.gate import evaluate_gate_for
+
+    out = []
+    for name, v in params.variants.items():
+        if v.method != "control" or v.control is None:
+            continue
+        if variant_skip_reason(v, root) is not None or not (root / "metrics" / f"{name}.json").is_file():
+            continue
+        verdict = evaluate_gate_for(params, LocalEvidence(root), name)
+        check = controls.check_one(name, v.control.role, verdict)
+        out.append({"variant": name, "role": v.control.role, "approved": check.approved, "wrong": not check.ok,
+                    "decided_by": list(check.deciding),
+                    "rows": [{"rule": r.rule, "metric": r.metric, "passed": r.passed, "reason": r.reason}
+                             for r in verdict.rows]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
+    parser.add_argument("--draws", type=Path, default=ROOT / "metrics" / "draws" / "planted_draws.jsonl")
+    parser.add_argument("--root", type=Path, default=None, help="a workspace with evaluate outputs (base, controls)")
+    parser.add_argument("--deltas", type=float, nargs="+", default=[0.0, 0.1, 0.25, 0.5, 1.0])
+    parser.add_argument("--level", type=float, default=0.95, help="the margin rule's prediction level")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gate-error-rates.json")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    from biaslab.config import load_params
+    from biaslab.registry.error_rates import aa_false_refusals, spike_in_approvals, spill_over_families
+
+    params = load_params(args.params)
+    margins = {f: m.tolerance for f, m in params.registry.spill_over_margins.items()}
+    ideals = dict(IDEALS)
+    if args.root is not None and (args.root / "metrics" / "base.json").is_file():
+        from biaslab.outputs import metrics_file
+
+        base = metrics_file.read(args.root / "metrics" / "base.json", "base").metrics
+        ideals |= {m: v.ideal for m, v in base.items() if v.direction == "target" and v.ideal is not None}
+    families = spill_over_families(params, ideals)
+    draws = [json.loads(line) for line in args.draws.read_text(encoding="utf-8").splitlines() if line.strip()]
+    result = {"aa": aa_false_refusals(draws, margins, families, args.level)}
+    aa = result["aa"]
+    print(f"## False refusals: spill-over on the {aa['pairs']} stored A/A pairs ({args.draws.name})\n")
+    print("| A/A pair | family | CI high of Δ badness | committed margin | refused | leave-one-out margin "
+          "| refused | old rule (largest \\|A/A Δ\\|), leave one out | refused |")
+    print("|---|---|---|---:|---|---:|---|---:|---|")
+    for r in aa["rows"]:
+        loo = "n/a" if r["loo_margin"] is None else f"{r['loo_margin']:.3f}"
+        print(f"| {r['pair']} | {r['family']} | {r['badness_ci_high']:+.4f} ({r['how']}) | {r['margin']:.3f} "
+              f"| {'yes' if r['refused'] else 'no'} | {loo} | {'yes' if r['loo_refused'] else 'no'} "
+              f"| {r['loo_largest_margin']:.3f} | {'yes' if r['loo_largest_refused'] else 'no'} |")
+    print(f"\ncommitted margins (sized on these pairs: in-sample): {aa['refused']} of {aa['evaluations']} rule "
+          f"evaluations refused ({aa['refused_pairs']} of {aa['pairs']} pairs); leave one out (each pair against "
+          f"the margin the other pairs size, level {aa['level']:g}): {aa['loo_refused']} of {aa['loo_evaluations']} "
+          f"({aa['loo_refused_pairs']} of {aa['pairs']} pairs); the old rule (largest |A/A point difference|), leave "
+          f"one out: {aa['loo_largest_refused']} of {aa['loo_evaluations']} ({aa['loo_largest_refused_pairs']} of "
+          f"{aa['pairs']} pairs)")
+    if args.root is not None:
+        from biaslab.cpu_arithmetic import pin
+
+        pin(params.scoring.cpu_arithmetic)
+        result["spike_in"] = spike = spike_in_approvals(params, args.root, args.deltas)
+        print("\n## False approvals: spike-ins of bias into the base's stored predictions (spill-over rule)\n")
+        print("| metric | δ nats | Δ badness [CI] | margin | harm beyond margin | approved |")
+        print("|---|---:|---|---:|---|---|")
+        for r in spike["rows"]:
+            ci = "n/a" if r["ci"] is None else f"[{r['ci'][0]:+.4f}, {r['ci'][1]:+.4f}]"
+            print(f"| {r['metric']} | {r['delta']:g} | {r['estimate']:+.4f} {ci} | {r['margin']:.3f} "
+                  f"| {'yes' if r['harm_beyond_margin'] else 'no'} | {'yes' if r['approved'] else 'no'} |")
+        print(f"\nfalse approvals: {spike['false_approvals']} of {spike['harmful']} spikes beyond the margin")
+        result["controls"] = found = control_verdicts(params, args.root)
+        for n in found:
+            print(f"\n{n['role']} control {n['variant']}: {'APPROVED' if n['approved'] else 'refused'}; "
+                  f"wrong verdict: {'YES' if n['wrong'] else 'no'}; decided by: " + ("; ".join(n["decided_by"]) or "-"))
+            for r in n["rows"]:
+                print(f"  - {r['rule']} on {r['metric']}: {'pass' if r['passed'] else 'REFUSE'} - {r['reason']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
