@@ -17,6 +17,7 @@ from pathlib import Path
 from biaslab.config import ConfigError, load_params
 from biaslab.outputs import paths, run_file
 from biaslab.tracking import runs as tracking
+from pipelines.stage import profile
 from pipelines.stage.entry import VARIANT, stage_main
 from pipelines.stage.inputs import base_model_dir
 
@@ -35,6 +36,13 @@ def run(variant_name: str, params_path: str) -> None:
     variant = params.variant(variant_name)
     if variant.method != "control" or variant.control is None:
         raise ConfigError(f"variants.{variant_name}: needs method: control and a control: section")
+    disabled = params.disabled_reason(variant_name)
+    if disabled is not None:  # the profile leaves it out (docs/profiles.md): a marked directory, no control built
+        profile.disable_variant_dir(params, variant_name, disabled)
+        run_file.write(paths.run_file("gate_control", variant_name), variant=variant_name,
+                       model_dir=variant.model_dir, stage="gate_control", skipped=disabled, disabled=params.profile)
+        profile.announce(f"gate_control@{variant_name}", disabled)
+        return
     base_dir = base_model_dir(params)
     reason = no_planted_bias(params) if variant.control.recipe == "balanced_finetune" else None
     tracking.configure(params.tracking)
