@@ -102,6 +102,8 @@ def stage_outputs(stage: str, params: Params, item: str | None = None) -> list[P
         return [Path(params.calibrate.control_dir), run_file("control_model"), curves_dir("control_model")]
     if stage == "edit_embeddings":
         return [Path(params.variant(item).model_dir), run_file("edit_embeddings", item)]
+    if stage == "gate_control":  # a control of the gate (docs/gate.md "Controls")
+        return [Path(params.variant(item).model_dir), run_file("gate_control", item)]
     if stage == "tune":
         return [Path(params.tune.output_dir), run_file("tune")]
     if stage == "tune_variant":  # a variant's own study (tune_overrides)
