@@ -6,8 +6,9 @@ outputs keyed by its command, dependencies and params. So
 
 1. ``upstream`` runs once what every variant needs (:data:`UPSTREAM`: raw data, prepared tables, the base
    and control models, the LoRA study);
-2. worker ``i/N`` runs ``dvc repro`` of the ``evaluate@<variant>`` of every N-th variant (in params.yaml
-   order, starting at the i-th: :func:`shard_targets`); the upstream stages come back from the run-cache
+2. worker ``i/N`` runs ``dvc repro`` of the ``evaluate@<variant>`` of every N-th variant the active profile
+   runs (in params.yaml order, starting at the i-th: :func:`shard_targets`; a disabled variant's stages take
+   seconds, and ``collect`` runs them, docs/profiles.md); the upstream stages come back from the run-cache
    instead of running again, and a variant's own chain (``edit_embeddings@…``/``finetune@…`` then
    ``evaluate@…``) runs in exactly one worker. The tune stage keeps a persistent output, which DVC never
    run-caches: it runs again in a worker, but finds the shared Optuna study complete and runs no trial;
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the targets, run nothing")
     args = parser.parse_args(argv)
     try:
-        targets = shard_targets(list(load_params(args.params).variants), *args.shard)
+        targets = shard_targets(load_params(args.params).enabled_variants(), *args.shard)
     except ConfigError as exc:
         print(f"shard failed: {exc}", file=sys.stderr)
         return 1

@@ -166,3 +166,14 @@ def test_register_skips_a_disabled_prompt_variant(quick_dir):
     text = (quick_dir / "params.yaml").read_text().replace("profile: quick", "profile: clp_only")
     (quick_dir / "params.yaml").write_text(text)
     assert "prompt" not in disabled_names(load_params("params.yaml"))
+
+
+def test_compose_shards_divide_the_profiles_variants(quick_dir, capsys):
+    """The scale-out workers (pipelines/stage/shard.py) share out the variants that run; collect runs the rest."""
+    from pipelines.stage import shard
+
+    targets = []
+    for i in (1, 2):
+        assert shard.main([f"{i}/2", "--dry-run"]) == 0
+        targets += capsys.readouterr().out.split()
+    assert sorted(targets) == sorted(f"evaluate@{n}" for n in ("base", "prompt", "hard", "lora"))
