@@ -19,11 +19,10 @@ What it cannot know it says (a hub model not yet in the cache has no local confi
 not estimated) rather than guess. It prints one line of what it found and writes the plan's needs to
 ``runs/preflight.json``. No MLflow run: it trains and measures nothing.
 
-**The estimates** are rough, not measurements. The memory terms are ``bench/preset_memory.py``'s (weights,
-one scoring batch, one LoRA step with gradient checkpointing, the CUDA context) computed from ``config.json``
-fields instead of a ``meta``-device model (no model classes, no download), plus logit pairing's anchor pass
-(full-vocabulary log-probabilities of ``ANCHOR_SEQUENCES`` short sequences) and PEFT's fp32 casts of a k-bit
-base's other weights, which the bench table leaves out. Fragmentation is not modelled; the check fails only
+**The estimates** are rough, not measurements. Memory is :mod:`biaslab.mitigation.lora.memory_estimate`'s, the
+one estimate ``bench/preset_memory.py`` and docs/presets.md print too (weights, one scoring batch, one LoRA step,
+logit pairing's anchor pass, PEFT's fp32 casts on a k-bit base, the CUDA context), counted on a ``meta``-device
+model built from ``config.json`` (no weights, no download). Fragmentation is not modelled; the check fails only
 when the estimate exceeds free memory. The disk estimate counts full checkpoint copies: ``models/base`` and
 each full-copy embedding edit, each kept in ``models/``, DVC's cache and the MLflow store (the measured run of
 issue 41: 5.9 + 3.4 + 5.9 checkpoints for five full copies).
@@ -45,93 +44,53 @@ from pipelines.stage.entry import stage_main
 
 # --------------------------------------------------------------------------- estimates
 GIB = 1024**3
-CUDA_CONTEXT = 0.5 * GIB
-NF4_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # 4-bit codes + 8-bit block scale per 64 + fp32 scale per 256 blocks
-ANCHOR_SEQUENCES = 256  # logit pairing's anchor pass: the base's answer log-odds of every anchored pair
-ANCHOR_TOKENS = 64      # tokens per anchor sequence (a GBEM-UA QA prompt)
 STORE_COPIES = 3        # each full checkpoint lives in models/, .dvc/cache and mlruns/
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """What the estimates need of a model: sizes from its config, bytes from its weight files when known."""
+class ModelSize:
+    """What the checks need of the model the run starts from: its ``config.json`` fields, its parameter count and
+    its bytes on disk."""
 
+    config: dict[str, Any]
     parameters: int
     checkpoint_bytes: int  # the weight files as stored (what every full copy costs on disk)
-    hidden: int
-    intermediate: int
-    layers: int
-    vocab: int
-    kv_per_token: int  # key + value elements per token, all layers
-    linear_in_layers: int  # parameters of the layers' linear weights (what k-bit quantisation shrinks)
-    qkv_in_out: int  # sum over layers of (in + out) features of q, k, v: LoRA parameters = r x this
-
-    def lora_parameters(self, r: int) -> int:
-        return r * self.qkv_in_out
 
 
-def shape_from_config(config: dict[str, Any], checkpoint_bytes: int | None = None) -> ModelShape:
-    """A decoder (Llama, Mistral, Qwen2, Gemma-2) or encoder (BERT, XLM-R) from its ``config.json`` fields."""
-    hidden = int(config["hidden_size"])
-    layers = int(config["num_hidden_layers"])
-    inter = int(config.get("intermediate_size") or 4 * hidden)
-    vocab = int(config["vocab_size"])
-    heads = int(config.get("num_attention_heads") or 1)
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = int(config.get("head_dim") or hidden // heads)
-    q, kv = heads * head_dim, kv_heads * head_dim
-    gated = 3 if config.get("model_type") not in ("bert", "roberta", "xlm-roberta") else 2
-    per_layer = hidden * (q + 2 * kv) + q * hidden + gated * hidden * inter
-    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
-    parameters = layers * per_layer + embeddings + (2 * layers + 1) * hidden
-    dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float32"), 4)
-    return ModelShape(parameters=parameters, checkpoint_bytes=checkpoint_bytes or parameters * dtype,
-                      hidden=hidden, intermediate=inter, layers=layers, vocab=vocab,
-                      kv_per_token=2 * layers * kv, linear_in_layers=layers * per_layer,
-                      qkv_in_out=layers * (3 * hidden + q + 2 * kv))
+def transformers_config(config: dict[str, Any]) -> Any:
+    """``config.json``'s fields as a transformers config (what :mod:`biaslab.mitigation.lora.memory_estimate`
+    counts, on PyTorch's ``meta`` device: no weights, no download)."""
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
 
 
-def evaluate_bytes(shape: ModelShape, tokens: int, dtype_bytes: int = 2) -> float:
-    """Scoring: weights in the scoring dtype + one batch of ``tokens`` (KV, widest activations, fp32 log-probs)."""
-    batch = tokens * (shape.kv_per_token * dtype_bytes + 3 * shape.intermediate * dtype_bytes + shape.vocab * 4)
-    return shape.parameters * dtype_bytes + batch + CUDA_CONTEXT
+def size_from_config(config: dict[str, Any], checkpoint_bytes: int | None = None) -> ModelSize:
+    """``config.json``'s fields; without weight files the checkpoint is its parameters in the stored dtype."""
+    from biaslab.mitigation.lora.memory_estimate import shape_of
+
+    masked = any(a.endswith("ForMaskedLM") for a in config.get("architectures") or [])
+    parameters = shape_of(transformers_config(config), masked=masked).parameters
+    if checkpoint_bytes is None:
+        checkpoint_bytes = parameters * DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype")
+                                                            or "float32"), 4)
+    return ModelSize(config, parameters, checkpoint_bytes)
 
 
-def lora_bytes(shape: ModelShape, *, quantization: str = "none", r: int = 16, batch: int = 2, seq: int = 256,
-               anchor: bool = False) -> float:
-    """One LoRA step (gradient checkpointing) on a bf16 / 8-bit / NF4 base; ``anchor``: + logit pairing's anchor pass."""
-    tokens = batch * seq
-    per_linear = {"none": 2.0, "8bit": 1.0 + 4 / 4096, "4bit": NF4_BITS / 8}[quantization]
-    weights = shape.linear_in_layers * per_linear + (shape.parameters - shape.linear_in_layers) * 2
-    if quantization != "none":  # PEFT's prepare_model_for_kbit_training casts the non-quantised weights to fp32
-        weights += (shape.parameters - shape.linear_in_layers) * 2
-    adapter = shape.lora_parameters(r) * (4 + 4 + 2)  # fp32 weight + gradient, 8-bit moments
-    checkpointed = shape.layers * tokens * shape.hidden * 2
-    one_layer = tokens * (10 * shape.hidden + 3 * shape.intermediate) * 2
-    logits = tokens * shape.vocab * (2 + 4 + 4)
-    anchor_pass = ANCHOR_SEQUENCES * ANCHOR_TOKENS * shape.vocab * (2 + 4) if anchor else 0
-    return weights + adapter + checkpointed + one_layer + max(logits, anchor_pass) + CUDA_CONTEXT
+def local_size(model_dir: Path) -> ModelSize | None:
+    """The model saved in ``model_dir`` (``None`` without a ``config.json``); its bytes are the weight files a
+    loader reads (:func:`biaslab.models.weights.files.indexed_shards`: never a stray ``consolidated.safetensors``)."""
+    from biaslab.models.weights.files import indexed_shards
 
-
-def weight_files(model_dir: Path) -> list[Path]:
-    """The weight files a loader reads: the index's shards when there is an index (never a stray
-    ``consolidated.safetensors`` beside them), else every ``*.safetensors``, else ``*.bin``."""
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if (model_dir / index).is_file():
-            names = set(json.loads((model_dir / index).read_text(encoding="utf-8"))["weight_map"].values())
-            return sorted(model_dir / n for n in names)
-    return sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
-
-
-def local_shape(model_dir: Path) -> ModelShape | None:
-    """The shape of the model saved in ``model_dir`` (``None`` without a ``config.json``)."""
     config = model_dir / "config.json"
     if not config.is_file():
         return None
-    files = weight_files(model_dir)
+    shards = indexed_shards(model_dir)
+    files = ([model_dir / n for n in shards] if shards is not None
+             else sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin")))
     size = sum(f.stat().st_size for f in files if f.is_file()) or None
-    return shape_from_config(json.loads(config.read_text(encoding="utf-8")), size)
+    return size_from_config(json.loads(config.read_text(encoding="utf-8")), size)
 
 
 # --------------------------------------------------------------------------- checks
@@ -192,13 +151,13 @@ def check(params: Params, machine: Machine, root: str | os.PathLike[str] = ".") 
     device = _device(params, machine)
     report = Report(params.profile, params.enabled_variants(), device, gpu_free_bytes=machine.gpu_free_bytes)
     lora_variants = [n for n in report.variants if params.variant(n).method == "lora"]
-    shape, where = model_shape(params, root)
-    masked = shape is not None and shape.get("masked")
+    found, where = model_size(params, root)
+    masked = found is not None and found.get("masked")
     if masked:
         report.notes.append("a masked LM: LoRA is skipped, not checked")
     for name in [] if masked else lora_variants:
         report.lora[name] = _lora_plan(params, name, machine)
-    model = shape["shape"] if shape else None
+    model = found["size"] if found else None
     if model is None:
         report.notes.append(f"memory and disk not estimated ({where})")
         return report
@@ -226,8 +185,8 @@ def _lora_plan(params: Params, name: str, machine: Machine) -> dict[str, Any]:
         raise PreflightError(f"variant {name}: {exc}") from None
 
 
-def model_shape(params: Params, root: Path) -> tuple[dict[str, Any] | None, str]:
-    """``({"shape": ModelShape, "masked": bool}, where)`` of the model the run starts from, or ``(None, why not)``.
+def model_size(params: Params, root: Path) -> tuple[dict[str, Any] | None, str]:
+    """``({"size": ModelSize, "masked": bool}, where)`` of the model the run starts from, or ``(None, why not)``.
 
     A local ``model.source`` is read in place; a hub id from the Hugging Face cache (no download); the default
     model (``source: null``) from ``model.pretrain``."""
@@ -238,13 +197,13 @@ def model_shape(params: Params, root: Path) -> tuple[dict[str, Any] | None, str]
                   "num_hidden_layers": p.num_hidden_layers, "num_attention_heads": p.num_attention_heads,
                   "num_key_value_heads": p.num_key_value_heads, "vocab_size": p.vocab_size,
                   "tie_word_embeddings": False, "torch_dtype": "float32"}
-        return {"shape": shape_from_config(config), "masked": False}, "the default model"
+        return {"size": size_from_config(config), "masked": False}, "the default model"
     local = Path(source) if Path(source).is_absolute() else root / source
     if local.is_dir():
-        shape = local_shape(local)
-        if shape is None:
+        size = local_size(local)
+        if size is None:
             return None, f"{source}: no config.json"
-        return {"shape": shape, "masked": _masked(local / "config.json")}, "local model"
+        return {"size": size, "masked": _masked(local / "config.json")}, "local model"
     try:
         from huggingface_hub import try_to_load_from_cache
 
@@ -254,7 +213,7 @@ def model_shape(params: Params, root: Path) -> tuple[dict[str, Any] | None, str]
     if not isinstance(cached, str):
         return None, "hub model not in the local cache"
     config = json.loads(Path(cached).read_text(encoding="utf-8"))
-    return {"shape": shape_from_config(config), "masked": _masked(Path(cached))}, "hub cache"
+    return {"size": size_from_config(config), "masked": _masked(Path(cached))}, "hub cache"
 
 
 def _masked(config_path: Path) -> bool:
@@ -262,15 +221,21 @@ def _masked(config_path: Path) -> bool:
     return any(a.endswith("ForMaskedLM") for a in architectures)
 
 
-def _memory(params: Params, shape: ModelShape, lora_variants: list[str], machine: Machine,
+def _memory(params: Params, size: ModelSize, lora_variants: list[str], machine: Machine,
             report: Report) -> None:
+    """GPU memory: :mod:`biaslab.mitigation.lora.memory_estimate` (the one estimate; ``bench/preset_memory.py``
+    and docs/presets.md print the same) for scoring one batch and one step of every enabled LoRA variant."""
+    from biaslab.mitigation.lora.memory_estimate import estimate_lora, evaluate_memory, shape_of
+    from biaslab.mitigation.lora.training_plan import Capabilities, plan_training
+
+    config = transformers_config(size.config)
     tokens = params.scoring.max_batch_tokens if isinstance(params.scoring.max_batch_tokens, int) else 1024
-    report.memory_bytes["evaluate"] = evaluate_bytes(shape, tokens)
+    dtype_bytes = 4 if params.scoring.dtype == "float32" or not machine.bf16 and params.scoring.dtype == "auto" else 2
+    report.memory_bytes["evaluate"] = evaluate_memory(shape_of(config), dtype_bytes, tokens).total
+    caps = Capabilities(machine.cuda, machine.bf16, machine.bitsandbytes, machine.device_name)
     for name in lora_variants:
         cfg = params.lora_for(name)
-        report.memory_bytes[f"LoRA {name}"] = lora_bytes(
-            shape, quantization=cfg.quantization, r=cfg.r, batch=cfg.per_device_batch_size, seq=cfg.max_length,
-            anchor=cfg.objective == "logit_pairing" and cfg.pairing_anchor)
+        report.memory_bytes[f"LoRA {name}"] = estimate_lora(config, cfg, plan_training(cfg, caps)).total
     free = machine.gpu_free_bytes
     worst = max(report.memory_bytes, key=report.memory_bytes.get)
     need = report.memory_bytes[worst]
@@ -283,15 +248,26 @@ def _memory(params: Params, shape: ModelShape, lora_variants: list[str], machine
                              f"{machine.device_name or 'the GPU'}: {fix}")
 
 
-def full_copies(params: Params) -> int:
-    """Full checkpoints the profile writes into ``models/``: the base and every enabled full-copy embedding edit."""
-    edits = [n for n in params.enabled_variants()
-             if params.variant(n).method == "embedding" and params.variant(n).embedding_apply == "checkpoint"]
-    return 1 + len(edits)
+def full_copies(params: Params, parameters: int) -> int:
+    """Full checkpoints the profile writes into ``models/``: the base, every enabled embedding edit stored as an
+    edited checkpoint (``embedding_apply`` resolved for a model of ``parameters``:
+    :func:`biaslab.mitigation.embedding.fit.resolve_apply`) and every enabled gate control (docs/gate.md)."""
+    from biaslab.mitigation.embedding.fit import resolve_apply
+    from biaslab.pretrain.control_variant import no_planted_bias
+
+    copies = 1
+    for name in params.enabled_variants():
+        variant = params.variant(name)
+        if variant.method == "embedding":
+            hook_above = params.embedding_debias_for(name).hook_above_parameters
+            copies += resolve_apply(variant.embedding_apply, parameters, hook_above) == "checkpoint"
+        if variant.method == "control":  # the positive control needs the default model's planted bias
+            copies += variant.control.recipe != "balanced_finetune" or no_planted_bias(params) is None
+    return copies
 
 
-def _disk(params: Params, shape: ModelShape, root: Path, report: Report) -> None:
-    copies = full_copies(params) * STORE_COPIES
+def _disk(params: Params, shape: ModelSize, root: Path, report: Report) -> None:
+    copies = full_copies(params, shape.parameters) * STORE_COPIES
     need = shape.checkpoint_bytes * copies
     free = shutil.disk_usage(root).free
     report.disk_bytes, report.disk_free_bytes = float(need), int(free)
@@ -299,7 +275,7 @@ def _disk(params: Params, shape: ModelShape, root: Path, report: Report) -> None
         gib = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
         raise PreflightError(
             f"disk: the plan writes about {gib(need)} ({copies} copies of the {gib(shape.checkpoint_bytes)} checkpoint: "
-            f"{full_copies(params)} in models/, each also in .dvc/cache and mlruns/) but {gib(free)} are free under "
+            f"{copies // STORE_COPIES} in models/, each also in .dvc/cache and mlruns/) but {gib(free)} are free under "
             f"{root.resolve()}: free space, run fewer variants (-S profile=quick), or set the embedding variants' "
             f"embedding_apply: hook")
 
