@@ -448,6 +448,72 @@ with access.refusals():
     champion_untouched()
 
 
+WORKER_REGISTERS = """
+import json, pathlib, shutil, tempfile
+from mlflow import MlflowClient
+from biaslab.config import TrackingConfig
+from biaslab.serving.manifest import write_manifest
+from biaslab.tracking import runs as tracking
+client = MlflowClient()
+approved = client.get_model_version({model!r}, {version!r})
+registration = dict(client.get_run(approved.run_id).data.params)
+package = pathlib.Path(tempfile.mkdtemp()) / "variant_soft"
+shutil.copytree(client.download_artifacts(approved.run_id, "variant_soft", tempfile.mkdtemp()), package)
+{edit}
+tracking.configure(TrackingConfig(experiment={experiment!r}))
+with tracking.stage_run("register", variant="soft") as run:
+    (package / "biaslab_manifest.json").unlink()
+    manifest = write_manifest(package, variant="soft", content_hash=registration["content_hash"])
+    tracking.log_params({{**registration, "manifest_sha256": manifest}})
+    tracking.log_artifact(str(package), "variant_soft")
+mv = client.create_model_version({model!r}, f"{{run.info.artifact_uri}}/variant_soft", run_id=run.info.run_id,
+                                 tags=approved.tags)
+print(mv.version)
+"""
+
+
+def _worker_registers(url, project, soft_version: str, edit: str) -> str:
+    """The worker's own version of soft: the approved package edited by ``edit`` (python acting on ``package``
+    and ``registration``), a manifest it writes itself, the approved registration's params; returns its number."""
+    code = WORKER_REGISTERS.format(model=MODEL, version=soft_version, experiment=EXPERIMENT, edit=edit)
+    done = _as_worker(url, project, code)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_worker_set_kind_does_not_switch_off_the_bytes_check(registered):
+    """Attack 1: other weights registered with ``kind=overlay`` and soft's real evaluation: the promoter derives
+    the kind from params.yaml (soft is an embedding edit applied as a checkpoint: full), so the kind the worker
+    logged is refused and the checkpoint is fingerprinted anyway."""
+    url, project, versions = registered
+    edit = ('shutil.copy("models/base/model.safetensors", package / "model.safetensors")\n'
+            'registration["kind"] = "overlay"')
+    version = _worker_registers(url, project, versions["soft"]["version"], edit)
+    refused = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", version)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    line = _one_line(refused)
+    assert "refused:" in refused.stdout and "kind 'overlay'" in line and "not the evaluated weights" in line
+
+
+EVIL_LOADER = '''import yaml
+mlmodel = yaml.safe_load((package / "MLmodel").read_text())
+mlmodel["flavors"]["python_function"].update(loader_module="evil", code=".code")
+(package / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+(package / ".code").mkdir()  # hidden: outside the checkpoint fingerprint
+(package / ".code" / "evil.py").write_text("def _load_pyfunc(path):\\n    raise SystemExit('the worker ran')\\n")'''
+
+
+def test_a_package_with_its_own_loader_and_code_is_refused(registered):
+    """Attack 2: the honest checkpoint with ``python_function: {loader_module: evil, code: code}`` and
+    ``.code/evil.py`` (hidden: outside the checkpoint fingerprint): the promoter refuses an MLmodel that is not biaslab's loader (and its copy never holds it)."""
+    url, project, versions = registered
+    version = _worker_registers(url, project, versions["soft"]["version"], EVIL_LOADER)
+    refused = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", version)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    line = _one_line(refused)
+    assert "refused:" in refused.stdout and "loader_module 'evil'" in line and "code" in line
+
+
 def test_only_the_admin_manages_users(team_server):
     url, project = team_server
     done = biaslab(url, "worker", PASSWORDS["worker"], project, "team", "setup", "--user", "mallory", "--role",
