@@ -401,3 +401,65 @@ def test_the_gate_binds_the_evidence_to_the_files_it_approves(project):
     assert [r.rule for r in refused.results if not r.passed] == ["evaluated_bytes"]
     assert any("not the evaluated weights" in r for r in refused.reasons)
     assert promote(params, "soft", root).approved
+
+
+def _overlay_variant(root: Path, params: Params, name: str) -> Params:
+    """``name``: the LoRA overlay of models/lora, evaluated as the evaluate stage records an overlay (the base's
+    fingerprint and the overlay's together) with metrics clearly better than the base's."""
+    fingerprint = variant_dir.overlay_fingerprint(variant_dir.fingerprint_dir(root / "models" / "base"),
+                                                  root / "models" / "lora")
+    values = {"gbem_ua/qa_diff_fem": metric(0.10, 0.08, 0.12),
+              "gbem_ua/qa_f1_man_nofem": metric(0.70, 0.66, 0.74, direction="higher", ideal=1.0)}
+    with tracking.stage_run("evaluate", variant=name, tags={"model_fingerprint": fingerprint}) as run:
+        tracking.log_metric_values(values)
+    metrics_file.write(root, name, values, model_fingerprint=fingerprint, model_dir="models/lora",
+                       run_id=run.info.run_id)
+    variants = {**params.model_dump()["variants"], name: {"method": "lora", "model_dir": "models/lora"}}
+    return Params.model_validate({**params.model_dump(), "variants": variants})
+
+
+def test_an_overlay_is_promoted_with_the_approved_base_and_a_worker_pinned_base_is_refused(project, tmp_path):
+    """An honest LoRA overlay passes: the bytes check runs for it too (its files on the verified base are what its
+    evaluate run measured) and the champion's MLmodel is the promoter's, pinning the approved base version. An
+    overlay whose package pins a full version the worker uploaded itself (the base's fingerprint tag, its own
+    manifest) is refused, although the overlay's files are the evaluated ones."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from biaslab.registry import promote, register_variants, write_register_json
+    from biaslab.registry.package_check import base_pin, mlmodel_problems
+    from biaslab.serving.manifest import write_manifest
+
+    root, params = project
+    params = _overlay_variant(root, params, "lora_ok")
+    params = _overlay_variant(root, params, "lora_pinned")
+    model = params.registry.model_name
+    client = MlflowClient()
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "lora_ok"])
+    write_register_json(result, model, root / "runs" / "register.json")
+    approved = promote(params, "lora_ok", root)
+    assert approved.approved, approved.reasons
+    champion = client.get_model_version(params.registry.champion_model, approved.champion_version)
+    local = Path(client.download_artifacts(champion.run_id, "champion", str(tmp_path / "champion")))
+    assert mlmodel_problems(local) == []
+    assert base_pin(local)["version"] == result["base"].version
+    assert base_pin(local)["manifest_sha256"] == result["base"].manifest_sha256
+    assert sorted(p.name for p in local.iterdir() if p.name.startswith("adapter_")) == [
+        "adapter_config.json", "adapter_model.safetensors"]
+
+    # the worker's own full version: the base's files plus one of its own, its own manifest, the base's tags
+    package = tmp_path / "upload"
+    shutil.copytree(client.download_artifacts(result["base"].run_id, "variant_base", str(tmp_path / "b")), package)
+    (package / "note.txt").write_text("the worker's base")
+    (package / "biaslab_manifest.json").unlink()
+    with mlflow.start_run() as run:
+        mlflow.log_param("manifest_sha256", write_manifest(package, variant="base"))
+        mlflow.log_artifacts(str(package), "variant_base")
+    base_tags = client.get_model_version(model, result["base"].version).tags
+    client.create_model_version(model, f"{run.info.artifact_uri}/variant_base", run_id=run.info.run_id,
+                                tags={k: base_tags[k] for k in ("kind", "model_fingerprint", "variant")})
+    pinned = register_variants(params, root, log=tracking, flavor="artifacts", variants=["lora_pinned"])["lora_pinned"]
+    refused = promote(params, "lora_pinned", root, version=pinned.version, base_version=result["base"].version)
+    assert not refused.approved
+    assert [r.rule for r in refused.results if not r.passed] == ["base_pin"]
+    assert any(f"the approved base is version {result['base'].version}" in r for r in refused.reasons)
