@@ -15,8 +15,8 @@ team_app = typer.Typer(help="The team server: shared resources, users and their 
 @team_app.command("setup")
 def team_setup(
     user: str = typer.Option(None, "--user", help="also create this MLflow user (if missing) and give it --role"),
-    role: str = typer.Option(None, "--role", help="worker (logs runs, registers versions) or promoter "
-                                                  "(runs `biaslab promote`)"),
+    role: str = typer.Option(None, "--role", help="worker (logs runs, registers versions), evaluator (the evaluate "
+                                                  "runs the gate accepts) or promoter (runs `biaslab promote`)"),
     password_env: str = typer.Option(None, "--password-env", metavar="VAR",
                                      help="environment variable holding the new user's password "
                                           "(never on the command line)"),
@@ -58,8 +58,9 @@ def team_setup(
         fail(str(exc))
     out = console()
     out.print(f"experiment {params.tracking.experiment!r} (id {resources.experiment_id}), promotions experiment "
-                  f"{params.registry.promotions_experiment!r} (id {resources.promotions_experiment_id}), registered "
-                  f"model {resources.model_name!r}, champion model {resources.champion_model!r}: present")
+              f"{params.registry.promotions_experiment!r} (id {resources.promotions_experiment_id}), evaluations "
+              f"experiment {params.registry.evaluations_experiment!r} (id {resources.evaluations_experiment_id}), "
+              f"registered model {resources.model_name!r}, champion model {resources.champion_model!r}: present")
     if user is not None:
         table = Table(title=f"user {user!r} ({'created' if created else 'existing'}), role {role}")
         for col in ("resource type", "resource", "permission"):

@@ -125,6 +125,13 @@ def registered_version(client: Any, model_name: str, variant: str, register_json
     return mv, {k: v or "" for k, v in params.items()}
 
 
+def team_server() -> bool:
+    """Whether MLflow talks to a tracking server (``http(s)://``): several principals, permissions per experiment."""
+    import mlflow
+
+    return mlflow.get_tracking_uri().startswith(("http://", "https://"))
+
+
 def _gate(params: Params, evidence: Any, variant: str, base: str = "base") -> list[RuleResult]:
     """The project's gate (:func:`biaslab.registry.gate.evaluate_gate_for`: paired rules) on ``evidence``."""
     return list(evaluate_gate_for(params, evidence, variant, base).rows)
@@ -205,13 +212,14 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
             base_version: tuple[Any, dict[str, str]], tmp: Path) -> PromotionDecision:
     """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
     from biaslab.registry import champion, promotions
-    from biaslab.registry.evidence import RunEvidence
+    from biaslab.registry.evidence import RunEvidence, evidence_rows
     from biaslab.registry.package_check import Expected, approved_pin, build_champion, check_package
 
     (mv, reg), (base_mv, base_reg) = version, base_version
     evidence = RunEvidence(client, {variant: reg["evaluate_run_id"], base_variant: base_reg["evaluate_run_id"]},
                            workdir=tmp)
     results = _gate(params, evidence, variant, base_variant)
+    results += evidence_rows(client, params, evidence, variant, base_variant, team_server=team_server())
     evaluated_fp = evidence.metrics(variant).model_fingerprint
     if evaluated_fp != reg["model_fingerprint"]:
         results.append(_failed("model_fingerprint", "evidence_matches_version",

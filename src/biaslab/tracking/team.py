@@ -35,7 +35,7 @@ from typing import Any
 
 from biaslab.config import ConfigError, Params
 
-WORKER, PROMOTER = "worker", "promoter"
+WORKER, PROMOTER, EVALUATOR = "worker", "promoter", "evaluator"
 MODEL_DESCRIPTION = "biaslab variants: one version per (variant, content). Alias: candidate."
 CHAMPION_DESCRIPTION = "biaslab champions: copies of approved versions, written by `biaslab promote` only. Alias: champion."
 
@@ -52,9 +52,16 @@ class Grant:
 
 ROLES: dict[str, tuple[Grant, ...]] = {
     WORKER: (Grant("experiment", "runs", "EDIT"), Grant("registered_model", "model", "EDIT"),
-             Grant("experiment", "promotions", "READ"), Grant("registered_model", "champion", "READ")),
+             Grant("experiment", "promotions", "READ"), Grant("registered_model", "champion", "READ"),
+             Grant("experiment", "evaluations", "READ")),
     PROMOTER: (Grant("experiment", "runs", "READ"), Grant("registered_model", "model", "EDIT"),
-               Grant("experiment", "promotions", "EDIT"), Grant("registered_model", "champion", "EDIT")),
+               Grant("experiment", "promotions", "EDIT"), Grant("registered_model", "champion", "EDIT"),
+               Grant("experiment", "evaluations", "READ")),
+    # the credentials of the job that evaluates for the gate (CI, the promoter's evaluation job): its evaluate runs
+    # live where no worker writes, and are the only evidence `biaslab promote` accepts on a team server
+    EVALUATOR: (Grant("experiment", "runs", "READ"), Grant("registered_model", "model", "READ"),
+                Grant("experiment", "promotions", "READ"), Grant("registered_model", "champion", "READ"),
+                Grant("experiment", "evaluations", "EDIT")),
 }
 
 
@@ -66,10 +73,12 @@ class Resources:
     promotions_experiment_id: str
     model_name: str
     champion_model: str
+    evaluations_experiment_id: str
 
     def resource_id(self, grant: Grant) -> str:
         return {"runs": self.experiment_id, "promotions": self.promotions_experiment_id,
-                "model": self.model_name, "champion": self.champion_model}[grant.resource]
+                "model": self.model_name, "champion": self.champion_model,
+                "evaluations": self.evaluations_experiment_id}[grant.resource]
 
 
 def _ensure_experiment(client: Any, name: str) -> str:
@@ -87,7 +96,8 @@ def create_resources(client: Any, params: Params) -> Resources:
 
     experiment_id = _ensure_experiment(client, params.tracking.experiment)
     promotions_id = _ensure_experiment(client, params.registry.promotions_experiment)
-    for eid in (experiment_id, promotions_id):  # the UI opens both on their runs table (model development)
+    evaluations_id = _ensure_experiment(client, params.registry.evaluations_experiment)
+    for eid in (experiment_id, promotions_id, evaluations_id):  # the UI opens both on their runs table (model development)
         if client.get_experiment(eid).tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
             client.set_experiment_tag(eid, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     for name, description in ((params.registry.model_name, MODEL_DESCRIPTION),
@@ -96,7 +106,8 @@ def create_resources(client: Any, params: Params) -> Resources:
             client.get_registered_model(name)
         except MlflowException:
             client.create_registered_model(name, description=description)
-    return Resources(experiment_id, promotions_id, params.registry.model_name, params.registry.champion_model)
+    return Resources(experiment_id, promotions_id, params.registry.model_name, params.registry.champion_model,
+                     evaluations_id)
 
 
 def ensure_user(auth: Any, username: str, password: str | None) -> bool:
