@@ -305,6 +305,19 @@ def test_promotion_refused_and_approved(project):
     # a copy, not a pointer: the champion's files are artifacts of the gate record's run
     assert champion.run_id == approved.record_run_id
     assert champion.source == client.get_run(approved.record_run_id).info.artifact_uri + "/champion"
+    # the gate's conditions are part of the record: an artifact, its sha256 a param (never changed)
+    import hashlib
+
+    from biaslab.registry.promotions import GATE_CONDITIONS, gate_conditions
+
+    record = client.get_run(approved.record_run_id)
+    conditions = json.loads(Path(client.download_artifacts(record.info.run_id, GATE_CONDITIONS)).read_text())
+    assert conditions == gate_conditions(params) and conditions["gate"][0]["metric"] == "gbem_ua/qa_diff_fem"
+    assert record.data.params["gate_conditions_sha256"] == hashlib.sha256(
+        json.dumps(conditions, sort_keys=True).encode()).hexdigest()
+    # a local store says which evidence checks it could not make
+    assert any(r.rule == "evaluator_runs (skipped)" and r.passed and "local single-user store" in r.reason
+               for r in approved.results)
     assert client.get_model_version(params.registry.model_name, result["soft"].version).tags["promotion.decision"] == "approved"
 
 
@@ -350,11 +363,24 @@ def test_the_champion_is_a_verified_copy_and_a_changed_byte_is_named(project, tm
     # the champion copy itself changed (only possible with the server's disk): named, and the loader refuses
     copy = local(client.get_model_version(params.registry.champion_model, approved.champion_version).source)
     weights = copy / "model.safetensors"
+    original_last = weights.read_bytes()[-1:]
     weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
     check = verify_champion(client, params, files_to=tmp_path / "third")
     assert not check.ok and "model.safetensors changed" in check.problems[0]
     with pytest.raises(PackageIntegrityError, match="model.safetensors changed"):
         mlflow.pyfunc.load_model(f"models:/{params.registry.champion_model}@champion")
+    # the documented load: verified against the record's manifest hash (a hash from outside the package)
+    from biaslab.registry import RegistryError
+    from biaslab.registry.promotions import load_champion
+
+    with pytest.raises(RegistryError, match="refusing to load .*model.safetensors changed"):
+        load_champion(params, tmp_path / "fourth")
+    weights.write_bytes(weights.read_bytes()[:-1] + original_last)
+    import pandas as pd
+
+    answer = load_champion(params, tmp_path / "fifth").predict(
+        pd.DataFrame({"context": ["the nurse said"], "continuation": [" she"]}))
+    assert answer["task"][0] == "loglikelihood" and answer["logprob"][0] < 0
 
 
 def test_promote_reads_the_registration_not_the_tags(project):
@@ -463,3 +489,21 @@ def test_an_overlay_is_promoted_with_the_approved_base_and_a_worker_pinned_base_
     assert not refused.approved
     assert [r.rule for r in refused.results if not r.passed] == ["base_pin"]
     assert any(f"the approved base is version {result['base'].version}" in r for r in refused.reasons)
+
+
+def test_a_version_whose_path_climbs_out_of_its_run_is_refused(project):
+    """Issue 42 (6): a version's files named with ``..`` under its registering run's artifacts (they could be
+    another run's) are refused before anything is downloaded."""
+    from mlflow import MlflowClient
+
+    from biaslab.registry import RegistryError, promote, register_variants, write_register_json
+
+    root, params = project
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "soft"])
+    client = MlflowClient()
+    soft = client.get_model_version(params.registry.model_name, result["soft"].version)
+    climbing = client.create_model_version(params.registry.model_name, f"{soft.source}/../variant_soft",
+                                           run_id=soft.run_id, tags=soft.tags)
+    write_register_json({**result, "soft": result["soft"]}, params.registry.model_name, root / "runs" / "register.json")
+    with pytest.raises(RegistryError, match=r"name a path with '\.\.'"):
+        promote(params, "soft", root, version=str(climbing.version))

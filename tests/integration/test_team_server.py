@@ -616,24 +616,40 @@ def test_only_the_admin_manages_users(team_server):
         f"error: user 'worker' may not manage users and permissions on {url}: only MLflow's admin may")
 
 
-def test_setup_is_idempotent_and_lowers_a_creators_grant_to_the_roles(team_server):
+def test_setup_refuses_to_adopt_a_promotions_experiment_or_champion_model_a_worker_created(team_server):
+    """Attack 5: a worker creates the promotions experiment, the champion model or the evaluations experiment of a
+    project before setup does (MLflow makes it MANAGE there: it could log forged gate records, add versions, grant
+    itself back), or one whose artifacts live outside the server's proxied store: setup refuses to adopt them,
+    naming the user and the location. Setup run again on what it created itself is fine (idempotent)."""
     url, project = team_server
-    # a worker creates an experiment (MLflow makes it MANAGE there), then the admin makes it the
-    # promotions experiment of another project: setup must leave the worker READ on it
-    squat = "from mlflow import MlflowClient; print(MlflowClient().create_experiment('squatted-promotions'))"
+    squat = """
+from mlflow import MlflowClient
+client = MlflowClient()
+client.create_experiment('squatted-promotions')
+client.create_registered_model('squatted-champion')
+"""
     done = python_as(url, "worker", PASSWORDS["worker"], project, squat)
     assert done.returncode == 0, done.stderr
-    other = project.parent / "other-project"
-    other.mkdir(exist_ok=True)
-    (other / "params.yaml").write_text(yaml.safe_dump(
-        {**PARAMS, "registry": {**PARAMS["registry"], "promotions_experiment": "squatted-promotions"}}))
-    for _ in range(2):
+    elsewhere = "from mlflow import MlflowClient; MlflowClient().create_experiment('elsewhere', artifact_location='file:///tmp/elsewhere')"
+    assert python_as(url, "admin", ADMIN_PASSWORD, project, elsewhere).returncode == 0
+    for registry, refusal in (
+            ({"promotions_experiment": "squatted-promotions"},
+             "experiment 'squatted-promotions': user 'worker' holds MANAGE on it"),
+            ({"champion_model": "squatted-champion"},
+             "registered model 'squatted-champion': user 'worker' holds MANAGE on it"),
+            ({"evaluations_experiment": "elsewhere"},
+             "experiment 'elsewhere' stores its artifacts at 'file:///tmp/elsewhere', not in the server's proxied store")):
+        other = project.parent / "other-project"
+        other.mkdir(exist_ok=True)
+        (other / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "registry": {**PARAMS["registry"], **registry}}))
         done = biaslab(url, "admin", ADMIN_PASSWORD, other, "team", "setup", "--user", "worker", "--role", "worker")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "refusing to adopt what `biaslab team setup` did not create" in _one_line(done)
+        assert refusal in _one_line(done)
+    for _ in range(2):  # what setup created itself: adopted again, the grant replaced by the role's
+        done = biaslab(url, "admin", ADMIN_PASSWORD, project, "team", "setup", "--user", "worker", "--role", "worker")
         assert done.returncode == 0, done.stderr
         assert "user 'worker' (existing), role worker" in done.stdout
-    write = LOG_A_RUN.replace(repr(EXPERIMENT), repr("squatted-promotions"))
-    refused = python_as(url, "worker", PASSWORDS["worker"], other, write)
-    assert refused.returncode != 0 and "that needs EDIT" in refused.stderr
 
 
 # ------------------------------------------------------------------------------------------------ secrets

@@ -244,6 +244,31 @@ def test_a_base_pin_resolves_by_content_and_refuses_another_base(registered):
         resolve_base({**pinned, "manifest_sha256": None}, client)
 
 
+def test_a_base_is_checked_and_loaded_from_one_private_copy(registered, tmp_path):
+    """Issue 42 (6): on a local store the base is copied into the loader's own folder, and that copy is checked and
+    loaded - a file changed in the store after the check is not what loads."""
+    from urllib.parse import urlparse
+
+    from mlflow import MlflowClient
+
+    from biaslab.serving.base import resolve_base
+
+    _, _, versions, _ = registered
+    client = MlflowClient()
+    base = client.get_model_version(MODEL, versions["base"])
+    pin = {"registered_model": MODEL, "version": versions["base"], "content_hash": base.tags["content_hash"],
+           "manifest_sha256": client.get_run(base.run_id).data.params["manifest_sha256"]}
+    checkpoint = resolve_base(pin, client, private_dir=tmp_path)
+    assert checkpoint.resolve().is_relative_to(tmp_path.resolve())
+    stored = Path(urlparse(client.get_model_version_download_uri(MODEL, versions["base"])).path) / "model" / "config.json"
+    original = stored.read_bytes()
+    try:
+        stored.write_text("{}")  # someone with the store's disk, after the check
+        assert (checkpoint / "config.json").read_bytes() == original
+    finally:
+        stored.write_bytes(original)
+
+
 def test_bad_requests_are_refused_with_the_row():
     from biaslab.serving.contract import RequestError, parse_requests
 

@@ -48,10 +48,17 @@ def team_setup(
             raise ConfigError(f"--password-env {password_env}: that environment variable is empty or not set")
         with access.refusals(tracking_uri):
             access.name_resources(experiment=params.tracking.experiment, registered_model=params.registry.model_name)
-            resources = team.create_resources(MlflowClient(tracking_uri), params)
+            client, existing = MlflowClient(tracking_uri), set()
+            resources = team.create_resources(client, params, existing)
+            auth = team.auth_client(tracking_uri)
+            names = {"promotions": params.registry.promotions_experiment, "champion": params.registry.champion_model,
+                     "evaluations": params.registry.evaluations_experiment}
+            problems = team.adoption_problems(client, auth, resources, names, existing)
+            if problems:
+                raise ConfigError("refusing to adopt what `biaslab team setup` did not create: " + "; ".join(problems)
+                                  + " - delete it (or name another in params.yaml registry.*) and run setup again")
             rows = []
             if user is not None:
-                auth = team.auth_client(tracking_uri)
                 created = team.ensure_user(auth, user, password)
                 rows = team.grant_role(auth, user, role, resources)
     except (ConfigError, access.AccessDenied) as exc:

@@ -135,6 +135,20 @@ def layout(package: Path) -> str:
     return "transformers" if (Path(package) / "model" / "config.json").is_file() else "artifacts"
 
 
+def checkpoint_fingerprint(package: Path) -> str:
+    """The model fingerprint (:func:`biaslab.outputs.variant_dir.fingerprint_dir`) of a full version's checkpoint
+    in ``package``: the identity its evaluate run recorded, recomputed from the files themselves (a checkpoint
+    at the package root hashes without the package's own files around it)."""
+    from biaslab.outputs.variant_dir import fingerprint_dir
+    from biaslab.serving.base import checkpoint_dir
+    from biaslab.serving.manifest import MANIFEST_FILE, MLFLOW_LOAD_FILES
+    from biaslab.serving.package import MLFLOW_FILES
+
+    checkpoint = checkpoint_dir(Path(package))
+    packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
+    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
+
+
 def overlay_fingerprint(package: Path) -> str:
     """The fingerprint of an overlay package's own files (its variant directory as registered)."""
     from biaslab.outputs.variant_dir import fingerprint_dir
@@ -154,7 +168,6 @@ class PackageCheck:
 def check_package(params: Any, expected: Expected, reg: dict[str, str], package: Path, evaluated_fp: str | None,
                   *, base: Path | None, base_evaluated_fp: str | None, pin: dict[str, Any]) -> PackageCheck:
     """The checks of the module doc on a verified ``package`` (and the verified ``base`` package, if any)."""
-    from biaslab.registry.promote import checkpoint_fingerprint
     from biaslab.registry.sources import identity_hash
     from biaslab.serving.package import serving_identity
 

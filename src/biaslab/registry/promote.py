@@ -119,6 +119,8 @@ def registered_version(client: Any, model_name: str, variant: str, register_json
         raise RegistryError(f"{where} was registered for variant {params['variant']!r}, not {variant!r} (its run's "
                             f"param; the tag says {mv.tags.get('variant')!r}); refusing to promote it")
     prefix = run.info.artifact_uri.rstrip("/") + "/"
+    if any(part in ("..", ".") for part in (mv.source or "")[len(prefix):].split("/")):
+        raise RegistryError(f"{where}: its files ({mv.source}) name a path with '..' or '.'; refusing to promote it")
     if not (mv.source or "").startswith(prefix):
         raise RegistryError(f"{where}: its files ({mv.source}) are not under the artifacts of the run that registered "
                             f"it ({run.info.artifact_uri}); refusing to promote it")
@@ -139,20 +141,6 @@ def _gate(params: Params, evidence: Any, variant: str, base: str = "base") -> li
 
 def _failed(metric: str, rule: str, reason: str) -> RuleResult:
     return RuleResult(metric, rule, "the evaluated and registered bytes", False, reason)
-
-
-def checkpoint_fingerprint(package: Path) -> str:
-    """The model fingerprint (:func:`biaslab.outputs.variant_dir.fingerprint_dir`) of a full version's checkpoint
-    in ``package``: the identity its evaluate run recorded, recomputed from the files themselves (a checkpoint
-    at the package root hashes without the package's own files around it)."""
-    from biaslab.outputs.variant_dir import fingerprint_dir
-    from biaslab.serving.base import checkpoint_dir
-    from biaslab.serving.manifest import MANIFEST_FILE, MLFLOW_LOAD_FILES
-    from biaslab.serving.package import MLFLOW_FILES
-
-    checkpoint = checkpoint_dir(Path(package))
-    packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
-    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
 
 
 def download_version(client: Any, mv: Any, run: Any, dst: str | os.PathLike[str]) -> Path:
@@ -212,7 +200,8 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
             base_version: tuple[Any, dict[str, str]], tmp: Path) -> PromotionDecision:
     """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
     from biaslab.registry import champion, promotions
-    from biaslab.registry.evidence import RunEvidence, evidence_rows
+    from biaslab.registry.evidence import RunEvidence
+    from biaslab.registry.evidence_check import evidence_rows
     from biaslab.registry.package_check import Expected, approved_pin, build_champion, check_package
 
     (mv, reg), (base_mv, base_reg) = version, base_version
