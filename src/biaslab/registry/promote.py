@@ -11,7 +11,12 @@ cannot change a logged param, nor write where only promoters write):
   the version's files must be under that run's artifacts and match the manifest whose hash it logged
   (every file's sha256 recomputed);
 * **its evidence**: :class:`~biaslab.registry.evidence.RunEvidence` of the evaluate runs those params name
-  (for the variant and for the base), checked to be of the same model fingerprint.
+  (for the variant and for the base), checked to be of the same model fingerprint; on a team server only
+  finished evaluate runs of the evaluations experiment whose artifacts hash to their params
+  (:mod:`biaslab.registry.evidence_check`);
+* **what is served**: never the registrant's word - the kind, serving settings and base pin come from the
+  promoter's ``params.yaml``, the evaluated bytes are checked for every kind, and the champion's files and
+  ``MLmodel`` are the promoter's (:mod:`biaslab.registry.package_check`).
 
 The decision is a run of the promotions experiment (:mod:`biaslab.registry.promotions`); an approval
 copies the verified files there and registers them as a version of ``registry.champion_model`` with alias
