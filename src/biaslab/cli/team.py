@@ -48,9 +48,10 @@ def team_setup(
             raise ConfigError(f"--password-env {password_env}: that environment variable is empty or not set")
         with access.refusals(tracking_uri):
             access.name_resources(experiment=params.tracking.experiment, registered_model=params.registry.model_name)
+            auth = team.auth_client(tracking_uri)
+            team.require_admin(auth, tracking_uri)
             client, existing = MlflowClient(tracking_uri), set()
             resources = team.create_resources(client, params, existing)
-            auth = team.auth_client(tracking_uri)
             names = {"promotions": params.registry.promotions_experiment, "champion": params.registry.champion_model,
                      "evaluations": params.registry.evaluations_experiment}
             problems = team.adoption_problems(client, auth, resources, names, existing)

@@ -119,6 +119,18 @@ GUARDED = (Grant("experiment", "promotions", "EDIT"), Grant("experiment", "evalu
            Grant("registered_model", "champion", "EDIT"))
 
 
+def require_admin(auth: Any, tracking_uri: str) -> None:
+    """Refuse, as MLflow would at the first admin-only call, unless the caller is MLflow's admin: setup reads every
+    user's grants (:func:`adoption_problems`), which a non-admin may partly see."""
+    from biaslab.tracking import access
+    from biaslab.tracking.credentials import current_username, redact
+
+    user = current_username()
+    if not user or not getattr(auth.get_user(user), "is_admin", False):
+        raise access.AccessDenied(f"user {user or '(anonymous)'!r} may not manage users and permissions on "
+                                  f"{redact(tracking_uri)}: only MLflow's admin may", 403)
+
+
 def _users(auth: Any) -> list[dict[str, Any]]:
     """Every user of the server (MLflow's ``GET users/list``, admin only; its client has no call for it)."""
     from mlflow.server.auth.routes import LIST_USERS
