@@ -61,8 +61,8 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         tracking.log_params(run_params)
         # the variant as an MLflow 3 logged model: the Models tab lists it with the metric values logged below
         model_id = tracking.variant_model(variant_name, tags=under_test.tags, params={"variant": run_params["variant"]})
-        tracking.log_datasets(evaluation.evaluation_datasets(params.evaluation.benchmarks,
-                                                             root / params.data.prepared_dir))
+        datasets = evaluation.evaluation_datasets(params.evaluation.benchmarks, root / params.data.prepared_dir)
+        tracking.log_datasets(datasets)
         result = evaluation.run_benchmarks(params, under_test, root)
         tracking.log_metric_values(result.metrics, model_id=model_id)
         for name, seconds in result.timings.items():
@@ -72,6 +72,8 @@ def evaluate_variant(params: Params, variant_name: str, root: Path = Path(".")) 
         for name, frame in result.tables.items():
             tracking.log_text(frame.to_csv(), f"tables/{name}.csv")
         tracking.log_text(result.summary, "summary.md")
+        # params no one can change: the model, the data and each evidence artifact's sha256 (the gate checks them)
+        tracking.bind_evidence(variant_name, under_test.tags.get("model_fingerprint"), datasets)
         headlines = headline_metrics(params.evaluation.benchmarks)
         describe(variant_markdown(variant_name, result.metrics, headlines), whole="summary.md")
         evaluation.write_outputs(outputs, under_test, result, run.info.run_id, root)

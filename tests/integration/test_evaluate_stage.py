@@ -127,6 +127,22 @@ def test_every_benchmark_runs_and_is_tracked(project, monkeypatch):
         file = next(prepared.glob(f"test/{name}.*"), None) or next(prepared.glob(f"{name}.*"))  # split: test items
         assert logged_input.dataset.digest == lineage.dvc_digest(file)
         assert {t.key: t.value for t in logged_input.tags}["mlflow.data.context"] == "eval"
+    # the evidence is bound by params (nobody can change them): the model, the items, each artifact's sha256
+    import hashlib
+
+    from biaslab.tracking import evidence as bound
+
+    logged_params = client.get_run(run.info.run_id).data.params
+    assert logged_params[bound.VARIANT] == "base"
+    assert logged_params[bound.FINGERPRINT] == payload["model_fingerprint"]
+    pairs = sorted((i.dataset.name, i.dataset.digest) for i in inputs.values())
+    assert logged_params[bound.ITEMS] == hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    hashed = {k[len(bound.SHA):]: v for k, v in logged_params.items() if k.startswith(bound.SHA)}
+    tables = {f"predictions/{a.path.split('/')[-1]}" for a in client.list_artifacts(run.info.run_id, "predictions")}
+    assert set(hashed) == {"metrics.json", *tables} and logged_params[bound.COUNT] == str(len(hashed))
+    for path, sha in hashed.items():
+        local = Path(client.download_artifacts(run.info.run_id, path))
+        assert hashlib.sha256(local.read_bytes()).hexdigest() == sha, path
 
 
 def test_same_inputs_give_bit_identical_metrics(project, monkeypatch):

@@ -305,6 +305,19 @@ def test_promotion_refused_and_approved(project):
     # a copy, not a pointer: the champion's files are artifacts of the gate record's run
     assert champion.run_id == approved.record_run_id
     assert champion.source == client.get_run(approved.record_run_id).info.artifact_uri + "/champion"
+    # the gate's conditions are part of the record: an artifact, its sha256 a param (never changed)
+    import hashlib
+
+    from biaslab.registry.promotions import GATE_CONDITIONS, gate_conditions
+
+    record = client.get_run(approved.record_run_id)
+    conditions = json.loads(Path(client.download_artifacts(record.info.run_id, GATE_CONDITIONS)).read_text())
+    assert conditions == gate_conditions(params) and conditions["gate"][0]["metric"] == "gbem_ua/qa_diff_fem"
+    assert record.data.params["gate_conditions_sha256"] == hashlib.sha256(
+        json.dumps(conditions, sort_keys=True).encode()).hexdigest()
+    # a local store says which evidence checks it could not make
+    assert any(r.rule == "evaluator_runs (skipped)" and r.passed and "local single-user store" in r.reason
+               for r in approved.results)
     assert client.get_model_version(params.registry.model_name, result["soft"].version).tags["promotion.decision"] == "approved"
 
 
@@ -350,11 +363,24 @@ def test_the_champion_is_a_verified_copy_and_a_changed_byte_is_named(project, tm
     # the champion copy itself changed (only possible with the server's disk): named, and the loader refuses
     copy = local(client.get_model_version(params.registry.champion_model, approved.champion_version).source)
     weights = copy / "model.safetensors"
+    original_last = weights.read_bytes()[-1:]
     weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
     check = verify_champion(client, params, files_to=tmp_path / "third")
     assert not check.ok and "model.safetensors changed" in check.problems[0]
     with pytest.raises(PackageIntegrityError, match="model.safetensors changed"):
         mlflow.pyfunc.load_model(f"models:/{params.registry.champion_model}@champion")
+    # the documented load: verified against the record's manifest hash (a hash from outside the package)
+    from biaslab.registry import RegistryError
+    from biaslab.registry.promotions import load_champion
+
+    with pytest.raises(RegistryError, match="refusing to load .*model.safetensors changed"):
+        load_champion(params, tmp_path / "fourth")
+    weights.write_bytes(weights.read_bytes()[:-1] + original_last)
+    import pandas as pd
+
+    answer = load_champion(params, tmp_path / "fifth").predict(
+        pd.DataFrame({"context": ["the nurse said"], "continuation": [" she"]}))
+    assert answer["task"][0] == "loglikelihood" and answer["logprob"][0] < 0
 
 
 def test_promote_reads_the_registration_not_the_tags(project):
@@ -401,3 +427,83 @@ def test_the_gate_binds_the_evidence_to_the_files_it_approves(project):
     assert [r.rule for r in refused.results if not r.passed] == ["evaluated_bytes"]
     assert any("not the evaluated weights" in r for r in refused.reasons)
     assert promote(params, "soft", root).approved
+
+
+def _overlay_variant(root: Path, params: Params, name: str) -> Params:
+    """``name``: the LoRA overlay of models/lora, evaluated as the evaluate stage records an overlay (the base's
+    fingerprint and the overlay's together) with metrics clearly better than the base's."""
+    fingerprint = variant_dir.overlay_fingerprint(variant_dir.fingerprint_dir(root / "models" / "base"),
+                                                  root / "models" / "lora")
+    values = {"gbem_ua/qa_diff_fem": metric(0.10, 0.08, 0.12),
+              "gbem_ua/qa_f1_man_nofem": metric(0.70, 0.66, 0.74, direction="higher", ideal=1.0)}
+    with tracking.stage_run("evaluate", variant=name, tags={"model_fingerprint": fingerprint}) as run:
+        tracking.log_metric_values(values)
+    metrics_file.write(root, name, values, model_fingerprint=fingerprint, model_dir="models/lora",
+                       run_id=run.info.run_id)
+    variants = {**params.model_dump()["variants"], name: {"method": "lora", "model_dir": "models/lora"}}
+    return Params.model_validate({**params.model_dump(), "variants": variants})
+
+
+def test_an_overlay_is_promoted_with_the_approved_base_and_a_worker_pinned_base_is_refused(project, tmp_path):
+    """An honest LoRA overlay passes: the bytes check runs for it too (its files on the verified base are what its
+    evaluate run measured) and the champion's MLmodel is the promoter's, pinning the approved base version. An
+    overlay whose package pins a full version the worker uploaded itself (the base's fingerprint tag, its own
+    manifest) is refused, although the overlay's files are the evaluated ones."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from biaslab.registry import promote, register_variants, write_register_json
+    from biaslab.registry.package_check import base_pin, mlmodel_problems
+    from biaslab.serving.manifest import write_manifest
+
+    root, params = project
+    params = _overlay_variant(root, params, "lora_ok")
+    params = _overlay_variant(root, params, "lora_pinned")
+    model = params.registry.model_name
+    client = MlflowClient()
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "lora_ok"])
+    write_register_json(result, model, root / "runs" / "register.json")
+    approved = promote(params, "lora_ok", root)
+    assert approved.approved, approved.reasons
+    champion = client.get_model_version(params.registry.champion_model, approved.champion_version)
+    local = Path(client.download_artifacts(champion.run_id, "champion", str(tmp_path / "champion")))
+    assert mlmodel_problems(local) == []
+    assert base_pin(local)["version"] == result["base"].version
+    assert base_pin(local)["manifest_sha256"] == result["base"].manifest_sha256
+    assert sorted(p.name for p in local.iterdir() if p.name.startswith("adapter_")) == [
+        "adapter_config.json", "adapter_model.safetensors"]
+
+    # the worker's own full version: the base's files plus one of its own, its own manifest, the base's tags
+    package = tmp_path / "upload"
+    shutil.copytree(client.download_artifacts(result["base"].run_id, "variant_base", str(tmp_path / "b")), package)
+    (package / "note.txt").write_text("the worker's base")
+    (package / "biaslab_manifest.json").unlink()
+    with mlflow.start_run() as run:
+        mlflow.log_param("manifest_sha256", write_manifest(package, variant="base"))
+        mlflow.log_artifacts(str(package), "variant_base")
+    base_tags = client.get_model_version(model, result["base"].version).tags
+    client.create_model_version(model, f"{run.info.artifact_uri}/variant_base", run_id=run.info.run_id,
+                                tags={k: base_tags[k] for k in ("kind", "model_fingerprint", "variant")})
+    pinned = register_variants(params, root, log=tracking, flavor="artifacts", variants=["lora_pinned"])["lora_pinned"]
+    refused = promote(params, "lora_pinned", root, version=pinned.version, base_version=result["base"].version)
+    assert not refused.approved
+    assert [r.rule for r in refused.results if not r.passed] == ["base_pin"]
+    assert any(f"the approved base is version {result['base'].version}" in r for r in refused.reasons)
+
+
+def test_a_version_whose_path_climbs_out_of_its_run_is_refused(project):
+    """Issue 42 (6): a version's files named with ``..`` under its registering run's artifacts (they could be
+    another run's) are refused before anything is downloaded."""
+    from mlflow import MlflowClient
+
+    from biaslab.registry import RegistryError, promote, register_variants, write_register_json
+
+    root, params = project
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "soft"])
+    client = MlflowClient()
+    soft = client.get_model_version(params.registry.model_name, result["soft"].version)
+    climbing = client.create_model_version(params.registry.model_name, f"{soft.source}/../variant_soft",
+                                           run_id=soft.run_id, tags=soft.tags)
+    write_register_json({**result, "soft": result["soft"]}, params.registry.model_name, root / "runs" / "register.json")
+    with pytest.raises(RegistryError, match=r"name a path with '\.\.'"):
+        promote(params, "soft", root, version=str(climbing.version))

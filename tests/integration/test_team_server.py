@@ -38,13 +38,15 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_PASSWORD = "admin-" + uuid.uuid4().hex  # fresh per run: these are what the secret scans look for
-PASSWORDS = {"worker": "worker-" + uuid.uuid4().hex, "promoter": "promoter-" + uuid.uuid4().hex}
-MODEL, EXPERIMENT, PROMOTIONS = "team-model", "team-runs", "team-promotions"
+PASSWORDS = {"worker": "worker-" + uuid.uuid4().hex, "promoter": "promoter-" + uuid.uuid4().hex,
+             "evaluator": "evaluator-" + uuid.uuid4().hex}
+MODEL, EXPERIMENT, PROMOTIONS, EVALUATIONS = "team-model", "team-runs", "team-promotions", "team-evaluations"
 CHAMPION_MODEL = "team-champion"
 PARAMS = {"tracking": {"experiment": EXPERIMENT},
           "variants": {"base": {"method": "none", "model_dir": "models/base"},
                        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"}},
           "registry": {"model_name": MODEL, "promotions_experiment": PROMOTIONS, "champion_model": CHAMPION_MODEL,
+                       "evaluations_experiment": EVALUATIONS,
                        "gate": [{"metric": "bench/bias", "rule": "better_than_base_beyond_ci"}]}}
 
 
@@ -62,7 +64,7 @@ def team_server(postgres_cluster, tmp_path_factory):
     auth = AuthSettings(database_uri=postgres_cluster.url(databases[1]), admin_password=ADMIN_PASSWORD)
     try:
         with running_server(workdir / "server", postgres_cluster.url(databases[0]), auth=auth) as url:
-            for user in ("worker", "promoter"):
+            for user in ("worker", "promoter", "evaluator"):
                 done = biaslab(url, "admin", ADMIN_PASSWORD, project, "team", "setup", "--user", user, "--role", user,
                                "--password-env", "NEW_USER_PASSWORD", extra_env={"NEW_USER_PASSWORD": PASSWORDS[user]})
                 assert done.returncode == 0, done.stderr
@@ -196,23 +198,31 @@ with access.refusals():
 
 
 # ------------------------------------------------------------------------------------------------ the promoter
-REGISTER_AS_WORKER = """
-import json
-from biaslab.config import load_params
+EVALUATE_AS_EVALUATOR = """
+from biaslab.config import TrackingConfig, load_params
 from biaslab.metrics.values import MetricValue
 from biaslab.outputs import metrics_file
 from biaslab.outputs.variant_dir import fingerprint_dir
-from biaslab.registry import register_variants, write_register_json
 from biaslab.tracking import runs as tracking
 params = load_params("params.yaml")
-tracking.configure(params.tracking)
+tracking.configure(TrackingConfig(experiment=params.registry.evaluations_experiment))
 for variant, (value, lo, hi) in {"base": (0.30, 0.28, 0.32), "soft": (0.10, 0.08, 0.12)}.items():
     values = {"bench/bias": MetricValue(value, "lower", ideal=0.0, ci_low=lo, ci_high=hi, n=100)}
     fingerprint = fingerprint_dir(f"models/{variant}")
     with tracking.stage_run("evaluate", variant=variant, tags={"model_fingerprint": fingerprint}) as run:
         tracking.log_metric_values(values)
+        tracking.bind_evidence(variant, fingerprint, [])  # as pipelines/evaluate.py does, last in the run
     metrics_file.write(".", variant, values, model_fingerprint=fingerprint, model_dir=f"models/{variant}",
                        run_id=run.info.run_id)
+"""
+
+REGISTER_AS_WORKER = """
+import json
+from biaslab.config import load_params
+from biaslab.registry import register_variants, write_register_json
+from biaslab.tracking import runs as tracking
+params = load_params("params.yaml")
+tracking.configure(params.tracking)
 with tracking.stage_run("register"):
     result = register_variants(params, ".", log=tracking, flavor="artifacts")
 write_register_json(result, params.registry.model_name, "runs/register.json")
@@ -222,8 +232,8 @@ print(json.dumps({n: {"version": r.version, "run_id": r.run_id} for n, r in resu
 
 @pytest.fixture(scope="module")
 def registered(team_server, tiny_tokenizer, tiny_causal_model):
-    """(url, project, {variant: {version, run_id}, "promoted": output}): base and soft evaluated and registered by
-    the worker, soft promoted by the promoter."""
+    """(url, project, {variant: {version, run_id}, "promoted": output}): base and soft evaluated by the evaluator,
+    registered by the worker, soft promoted by the promoter."""
     import torch
 
     url, project = team_server
@@ -235,6 +245,8 @@ def registered(team_server, tiny_tokenizer, tiny_causal_model):
         tiny_causal_model.save_pretrained(project / "models" / "soft")
         tiny_causal_model.load_state_dict(state)
     tiny_tokenizer.save_pretrained(project / "models" / "soft")
+    done = python_as(url, "evaluator", PASSWORDS["evaluator"], project, EVALUATE_AS_EVALUATOR)
+    assert done.returncode == 0, done.stderr
     done = python_as(url, "worker", PASSWORDS["worker"], project, REGISTER_AS_WORKER)
     assert done.returncode == 0, done.stderr
     versions = json.loads(done.stdout.strip().splitlines()[-1])
@@ -448,6 +460,153 @@ with access.refusals():
     champion_untouched()
 
 
+WORKER_REGISTERS = """
+import json, pathlib, shutil, tempfile
+from mlflow import MlflowClient
+from biaslab.config import TrackingConfig
+from biaslab.serving.manifest import write_manifest
+from biaslab.tracking import runs as tracking
+client = MlflowClient()
+approved = client.get_model_version({model!r}, {version!r})
+registration = dict(client.get_run(approved.run_id).data.params)
+package = pathlib.Path(tempfile.mkdtemp()) / "variant_{variant}"
+shutil.copytree(client.download_artifacts(approved.run_id, "variant_{variant}", tempfile.mkdtemp()), package)
+{edit}
+tracking.configure(TrackingConfig(experiment={experiment!r}))
+with tracking.stage_run("register", variant="{variant}") as run:
+    (package / "biaslab_manifest.json").unlink()
+    manifest = write_manifest(package, variant="{variant}", content_hash=registration["content_hash"])
+    tracking.log_params({{**registration, "manifest_sha256": manifest}})
+    tracking.log_artifact(str(package), "variant_{variant}")
+mv = client.create_model_version({model!r}, f"{{run.info.artifact_uri}}/variant_{variant}", run_id=run.info.run_id,
+                                 tags=approved.tags)
+print(mv.version)
+"""
+
+
+def _worker_registers(url, project, soft_version: str, edit: str, variant: str = "soft") -> str:
+    """The worker's own version of ``variant``: the registered package ``soft_version`` edited by ``edit`` (python
+    acting on ``package`` and ``registration``), a manifest it writes itself, that registration's params otherwise;
+    returns its number."""
+    code = WORKER_REGISTERS.format(model=MODEL, version=soft_version, experiment=EXPERIMENT, edit=edit,
+                                   variant=variant)
+    done = _as_worker(url, project, code)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_worker_set_kind_does_not_switch_off_the_bytes_check(registered):
+    """Attack 1: other weights registered with ``kind=overlay`` and soft's real evaluation: the promoter derives
+    the kind from params.yaml (soft is an embedding edit applied as a checkpoint: full), so the kind the worker
+    logged is refused and the checkpoint is fingerprinted anyway."""
+    url, project, versions = registered
+    edit = ('shutil.copy("models/base/model.safetensors", package / "model.safetensors")\n'
+            'registration["kind"] = "overlay"')
+    version = _worker_registers(url, project, versions["soft"]["version"], edit)
+    refused = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", version)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    line = _one_line(refused)
+    assert "refused:" in refused.stdout and "kind 'overlay'" in line and "not the evaluated weights" in line
+
+
+EVIL_LOADER = '''import yaml
+mlmodel = yaml.safe_load((package / "MLmodel").read_text())
+mlmodel["flavors"]["python_function"].update(loader_module="evil", code=".code")
+(package / "MLmodel").write_text(yaml.safe_dump(mlmodel))
+(package / ".code").mkdir()  # hidden: outside the checkpoint fingerprint
+(package / ".code" / "evil.py").write_text("def _load_pyfunc(path):\\n    raise SystemExit('the worker ran')\\n")'''
+
+
+def test_a_package_with_its_own_loader_and_code_is_refused(registered):
+    """Attack 2: the honest checkpoint with ``python_function: {loader_module: evil, code: code}`` and
+    ``.code/evil.py`` (hidden: outside the checkpoint fingerprint): the promoter refuses an MLmodel that is not biaslab's loader (and its copy never holds it)."""
+    url, project, versions = registered
+    version = _worker_registers(url, project, versions["soft"]["version"], EVIL_LOADER)
+    refused = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", version)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    line = _one_line(refused)
+    assert "refused:" in refused.stdout and "loader_module 'evil'" in line and "code" in line
+
+
+FAKE_EVALUATION = """
+from biaslab.config import TrackingConfig
+from biaslab.metrics.values import MetricValue
+from biaslab.outputs.variant_dir import fingerprint_dir
+from biaslab.tracking import runs as tracking
+tracking.configure(TrackingConfig(experiment={experiment!r}))
+values = {{"bench/bias": MetricValue({value}, "lower", ideal=0.0, ci_low={value} - 0.01, ci_high={value} + 0.01, n=100)}}
+fingerprint = fingerprint_dir("models/{variant}")
+with tracking.stage_run("evaluate", variant="{variant}", tags={{"model_fingerprint": fingerprint}}) as run:
+    tracking.log_metric_values(values)
+    tracking.bind_evidence("{variant}", fingerprint, [])  # it can log the binding params too: in its own run
+print(run.info.run_id)
+"""
+
+
+def _fake_evaluation(url, project, variant: str, value: float, experiment: str = EXPERIMENT):
+    return _as_worker(url, project, FAKE_EVALUATION.format(experiment=experiment, variant=variant, value=value))
+
+
+def test_a_worker_created_evaluate_run_is_no_evidence(registered):
+    """Item 1: the worker may not write the evaluations experiment; an evaluate run of its own (made-up metrics,
+    binding params it computed itself) named by a registration of soft's honest files is refused."""
+    url, project, versions = registered
+    refused = _fake_evaluation(url, project, "soft", 0.01, experiment=EVALUATIONS)
+    assert refused.returncode != 0 and f"user 'worker' may not create runs in experiment '{EVALUATIONS}'" in refused.stderr
+    done = _fake_evaluation(url, project, "soft", 0.01)
+    assert done.returncode == 0, done.stderr
+    fake = done.stdout.strip().splitlines()[-1]
+    version = _worker_registers(url, project, versions["soft"]["version"], f'registration["evaluate_run_id"] = {fake!r}')
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", version)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"evaluate run {fake} of 'soft' is in experiment" in _one_line(again)
+    assert f"not the evaluations experiment '{EVALUATIONS}'" in _one_line(again)
+
+
+def test_forged_base_evidence_is_refused(registered):
+    """Item 1: the base registered again by the worker, naming an evaluate run of its own that makes the base look
+    bad: the gate refuses the base's evidence as it refuses a variant's."""
+    url, project, versions = registered
+    done = _fake_evaluation(url, project, "base", 0.90)
+    assert done.returncode == 0, done.stderr
+    fake = done.stdout.strip().splitlines()[-1]
+    base = _worker_registers(url, project, versions["base"]["version"], f'registration["evaluate_run_id"] = {fake!r}',
+                             variant="base")
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft",
+                    "--version", versions["soft"]["version"], "--base-version", base)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"evaluate run {fake} of 'base' is in experiment" in _one_line(again)
+
+
+def test_evidence_rewritten_after_an_honest_evaluation_is_refused(registered):
+    """Item 1: the worker cannot rewrite the evaluator's run; with the evaluator's credential (leaked) the run's
+    metrics.json is rewritten after the evaluation: its sha256 is not the one the run's param binds, refused.
+    (Last of the promotions here: soft's evidence stays rewritten.)"""
+    url, project, versions = registered
+    from biaslab.outputs import metrics_file
+
+    run_id = metrics_file.read(project / "metrics" / "soft.json", "soft").run_id
+    rewrite = f"""
+import json, pathlib, tempfile
+from mlflow import MlflowClient
+client = MlflowClient()
+local = pathlib.Path(client.download_artifacts({run_id!r}, "metrics.json", tempfile.mkdtemp()))
+body = json.loads(local.read_text())
+body["bench/bias"]["value"] = 0.0
+local.write_text(json.dumps(body))
+client.log_artifact({run_id!r}, str(local))
+"""
+    refused = _as_worker(url, project, rewrite)
+    assert refused.returncode != 0
+    done = python_as(url, "evaluator", PASSWORDS["evaluator"], project, rewrite)
+    assert done.returncode == 0, done.stderr
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft",
+                    "--version", versions["soft"]["version"])
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"evaluate run {run_id} of 'soft': metrics.json: sha256" in _one_line(again)
+    assert "it logged" in _one_line(again)
+
+
 def test_only_the_admin_manages_users(team_server):
     url, project = team_server
     done = biaslab(url, "worker", PASSWORDS["worker"], project, "team", "setup", "--user", "mallory", "--role",
@@ -457,24 +616,40 @@ def test_only_the_admin_manages_users(team_server):
         f"error: user 'worker' may not manage users and permissions on {url}: only MLflow's admin may")
 
 
-def test_setup_is_idempotent_and_lowers_a_creators_grant_to_the_roles(team_server):
+def test_setup_refuses_to_adopt_a_promotions_experiment_or_champion_model_a_worker_created(team_server):
+    """Attack 5: a worker creates the promotions experiment, the champion model or the evaluations experiment of a
+    project before setup does (MLflow makes it MANAGE there: it could log forged gate records, add versions, grant
+    itself back), or one whose artifacts live outside the server's proxied store: setup refuses to adopt them,
+    naming the user and the location. Setup run again on what it created itself is fine (idempotent)."""
     url, project = team_server
-    # a worker creates an experiment (MLflow makes it MANAGE there), then the admin makes it the
-    # promotions experiment of another project: setup must leave the worker READ on it
-    squat = "from mlflow import MlflowClient; print(MlflowClient().create_experiment('squatted-promotions'))"
+    squat = """
+from mlflow import MlflowClient
+client = MlflowClient()
+client.create_experiment('squatted-promotions')
+client.create_registered_model('squatted-champion')
+"""
     done = python_as(url, "worker", PASSWORDS["worker"], project, squat)
     assert done.returncode == 0, done.stderr
-    other = project.parent / "other-project"
-    other.mkdir(exist_ok=True)
-    (other / "params.yaml").write_text(yaml.safe_dump(
-        {**PARAMS, "registry": {**PARAMS["registry"], "promotions_experiment": "squatted-promotions"}}))
-    for _ in range(2):
+    elsewhere = "from mlflow import MlflowClient; MlflowClient().create_experiment('elsewhere', artifact_location='file:///tmp/elsewhere')"
+    assert python_as(url, "admin", ADMIN_PASSWORD, project, elsewhere).returncode == 0
+    for registry, refusal in (
+            ({"promotions_experiment": "squatted-promotions"},
+             "experiment 'squatted-promotions': user 'worker' holds MANAGE on it"),
+            ({"champion_model": "squatted-champion"},
+             "registered model 'squatted-champion': user 'worker' holds MANAGE on it"),
+            ({"evaluations_experiment": "elsewhere"},
+             "experiment 'elsewhere' stores its artifacts at 'file:///tmp/elsewhere', not in the server's proxied store")):
+        other = project.parent / "other-project"
+        other.mkdir(exist_ok=True)
+        (other / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "registry": {**PARAMS["registry"], **registry}}))
         done = biaslab(url, "admin", ADMIN_PASSWORD, other, "team", "setup", "--user", "worker", "--role", "worker")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "refusing to adopt what `biaslab team setup` did not create" in _one_line(done)
+        assert refusal in _one_line(done)
+    for _ in range(2):  # what setup created itself: adopted again, the grant replaced by the role's
+        done = biaslab(url, "admin", ADMIN_PASSWORD, project, "team", "setup", "--user", "worker", "--role", "worker")
         assert done.returncode == 0, done.stderr
         assert "user 'worker' (existing), role worker" in done.stdout
-    write = LOG_A_RUN.replace(repr(EXPERIMENT), repr("squatted-promotions"))
-    refused = python_as(url, "worker", PASSWORDS["worker"], other, write)
-    assert refused.returncode != 0 and "that needs EDIT" in refused.stderr
 
 
 # ------------------------------------------------------------------------------------------------ secrets

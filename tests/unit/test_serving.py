@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -243,6 +244,31 @@ def test_a_base_pin_resolves_by_content_and_refuses_another_base(registered):
         resolve_base({**pinned, "manifest_sha256": None}, client)
 
 
+def test_a_base_is_checked_and_loaded_from_one_private_copy(registered, tmp_path):
+    """Issue 42 (6): on a local store the base is copied into the loader's own folder, and that copy is checked and
+    loaded - a file changed in the store after the check is not what loads."""
+    from urllib.parse import urlparse
+
+    from mlflow import MlflowClient
+
+    from biaslab.serving.base import resolve_base
+
+    _, _, versions, _ = registered
+    client = MlflowClient()
+    base = client.get_model_version(MODEL, versions["base"])
+    pin = {"registered_model": MODEL, "version": versions["base"], "content_hash": base.tags["content_hash"],
+           "manifest_sha256": client.get_run(base.run_id).data.params["manifest_sha256"]}
+    checkpoint = resolve_base(pin, client, private_dir=tmp_path)
+    assert checkpoint.resolve().is_relative_to(tmp_path.resolve())
+    stored = Path(urlparse(client.get_model_version_download_uri(MODEL, versions["base"])).path) / "model" / "config.json"
+    original = stored.read_bytes()
+    try:
+        stored.write_text("{}")  # someone with the store's disk, after the check
+        assert (checkpoint / "config.json").read_bytes() == original
+    finally:
+        stored.write_bytes(original)
+
+
 def test_bad_requests_are_refused_with_the_row():
     from biaslab.serving.contract import RequestError, parse_requests
 
@@ -263,12 +289,18 @@ def test_serve_command_resolves_variant_version_and_alias(registered):
     root, params, versions, tracking_uri = registered
     (root / "params.yaml").write_text(json.dumps(params.model_dump(mode="json")), encoding="utf-8")
     runner = CliRunner()
-    for target, uri in (("lora", f"models:/{MODEL}/{versions['lora']}"), (versions["hook"], f"models:/{MODEL}/{versions['hook']}"),
-                        ("serve-lora", f"models:/{MODEL}@serve-lora")):
+    for target, version in (("lora", versions["lora"]), (versions["hook"], versions["hook"]),
+                            ("serve-lora", versions["lora"])):
         result = runner.invoke(app, ["serve", target, "--print-command", "--root", str(root), "--port", "5123"])
         assert result.exit_code == 0, result.output
-        assert f"-m {uri} --env-manager local -h 127.0.0.1 -p 5123" in result.output
+        out = " ".join(result.output.split())
+        # a checked local copy (files vs its manifest, MLmodel names biaslab's loader), kept for the printed command
+        assert f"{MODEL} version {version}: " in out and "models:/" not in out
+        local = out.split(" serve -m ")[1].split(" --env-manager local -h 127.0.0.1 -p 5123")[0]
+        kept = out.split("the checked copy stays in ")[1].split(" for that command")[0]
+        assert Path(local).is_dir() and (Path(local) / "MLmodel").is_file() and local.startswith(kept)
         assert "curl -s http://127.0.0.1:5123/invocations" in result.output
+        shutil.rmtree(kept)
     missing = runner.invoke(app, ["serve", "nope", "--print-command", "--root", str(root)])
     assert missing.exit_code == 2 and "no variant of params.yaml" in missing.output
     # `champion` is the champion model's (a champion alias on the candidates is not served)

@@ -373,14 +373,13 @@ def serve(
     `sentence`; see docs/serving.md.
     """
     import os
-    import shlex
     import shutil
     import subprocess
     import tempfile
 
     import mlflow
 
-    from biaslab.cli.serve import ServeTargetError, curl_example, serve_command, serve_env, serve_target
+    from biaslab.cli.serve import ServeTargetError, describe_serving, serve_command, serve_env, serve_target
     from biaslab.serving.settings import HostOptions
     from biaslab.tracking import access
     from biaslab.tracking import runs as tracking
@@ -396,19 +395,19 @@ def serve(
             with access.refusals():
                 name, uri, version = serve_target(params, target, root, workdir)
         except (ServeTargetError, access.AccessDenied) as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
             _fail(str(exc))
         command = serve_command(uri, host, port)
         env = serve_env(os.environ, MLFLOW_TRACKING_URI=mlflow.get_tracking_uri(), **options.env())
-        console = _console()
-        console.print(f"{name} version {version}: {uri}", highlight=False)
-        console.print(f"MLFLOW_TRACKING_URI={env['MLFLOW_TRACKING_URI']} {shlex.join(command)}", highlight=False,
-                      soft_wrap=True)
-        console.print(f"then: {curl_example(host, port)}", highlight=False, soft_wrap=True)
-        if print_only:
+        for line in describe_serving(name, uri, version, command, env, host, port,
+                                     kept=workdir if print_only else None):
+            _console().print(line, highlight=False, soft_wrap=True)
+        if print_only:  # the printed command names the verified copy: it stays (describe_serving says where)
             return
         raise typer.Exit(subprocess.call(command, env=env, cwd=os.fspath(root)))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not print_only:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _verify_champion(params, root: Path) -> None:

@@ -63,7 +63,36 @@ def verified_champion(client: Any, params: Any, workdir: str) -> tuple[str, str]
     if not check.ok:
         raise ServeTargetError(f"refusing to serve {check.model_name} version {check.version}: "
                                + "; ".join(check.problems))
+    refuse_foreign_code(check.local_dir, f"{check.model_name} version {check.version}")
     return str(check.local_dir), check.version
+
+
+def refuse_foreign_code(local_dir: Any, what: str) -> None:
+    """Refuse to serve a package whose ``MLmodel`` would run anything but biaslab's loader (another
+    ``loader_module``, ``code``, a pickled ``python_model``, ``model_code_path``, ``artifacts``, ``data``):
+    ``mlflow models serve`` imports what the ``MLmodel`` names before biaslab's checks could run."""
+    from biaslab.registry.package_check import mlmodel_problems
+
+    problems = mlmodel_problems(Path(local_dir))
+    if problems:
+        raise ServeTargetError(f"refusing to serve {what}: " + "; ".join(problems))
+
+
+def downloaded_version(model_uri: str, what: str, workdir: str) -> str:
+    """A candidate version (``models:/…``) downloaded into ``workdir``, its files checked against its own manifest
+    and its ``MLmodel`` against :func:`refuse_foreign_code`; the local directory is what is served. A candidate's
+    manifest is its registrant's: this says the files are whole, not that anyone approved them."""
+    import mlflow
+
+    from biaslab.serving.manifest import PackageIntegrityError, verify_package
+
+    local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=str(Path(workdir) / "version"))
+    try:
+        verify_package(local)
+    except PackageIntegrityError as exc:
+        raise ServeTargetError(f"refusing to serve {what}: {exc}") from None
+    refuse_foreign_code(local, what)
+    return str(local)
 
 
 def serve_target(params: Any, target: str, root: Path, workdir: str) -> tuple[str, str, str]:
@@ -77,7 +106,8 @@ def serve_target(params: Any, target: str, root: Path, workdir: str) -> tuple[st
         return params.registry.champion_model, uri, version
     uri, version = resolve_target(MlflowClient(), params.registry.model_name, target, list(params.variants),
                                   root / REGISTER_JSON)
-    return params.registry.model_name, uri, version
+    local = downloaded_version(uri, f"{params.registry.model_name} version {version}", workdir)
+    return params.registry.model_name, local, version
 
 
 def serve_command(model_uri: str, host: str = "127.0.0.1", port: int = 5001) -> list[str]:
@@ -96,6 +126,18 @@ def serve_env(environ: Mapping[str, str], **extra: str) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     path = environ.get("PATH", "")
     return {**environ, **extra, "PATH": os.pathsep.join([bin_dir, path]) if path else bin_dir}
+
+
+def describe_serving(name: str, uri: str, version: str, command: list[str], env: Mapping[str, str], host: str,
+                     port: int, *, kept: str | None) -> list[str]:
+    """What ``biaslab serve`` prints: the version, the command, a curl example; ``kept``: the folder of the checked
+    copy when the command is only printed (``--print-command``): it is left in place for that command."""
+    lines = [f"{name} version {version}: {uri}",
+             f"MLFLOW_TRACKING_URI={env['MLFLOW_TRACKING_URI']} {shlex.join(command)}",
+             f"then: {curl_example(host, port)}"]
+    if kept:
+        lines.append(f"the checked copy stays in {kept} for that command; remove the folder when done")
+    return lines
 
 
 def example_request(masked: bool = False) -> dict[str, Any]:

@@ -15,8 +15,8 @@ team_app = typer.Typer(help="The team server: shared resources, users and their 
 @team_app.command("setup")
 def team_setup(
     user: str = typer.Option(None, "--user", help="also create this MLflow user (if missing) and give it --role"),
-    role: str = typer.Option(None, "--role", help="worker (logs runs, registers versions) or promoter "
-                                                  "(runs `biaslab promote`)"),
+    role: str = typer.Option(None, "--role", help="worker (logs runs, registers versions), evaluator (the evaluate "
+                                                  "runs the gate accepts) or promoter (runs `biaslab promote`)"),
     password_env: str = typer.Option(None, "--password-env", metavar="VAR",
                                      help="environment variable holding the new user's password "
                                           "(never on the command line)"),
@@ -48,18 +48,27 @@ def team_setup(
             raise ConfigError(f"--password-env {password_env}: that environment variable is empty or not set")
         with access.refusals(tracking_uri):
             access.name_resources(experiment=params.tracking.experiment, registered_model=params.registry.model_name)
-            resources = team.create_resources(MlflowClient(tracking_uri), params)
+            auth = team.auth_client(tracking_uri)
+            team.require_admin(auth, tracking_uri)
+            client, existing = MlflowClient(tracking_uri), set()
+            resources = team.create_resources(client, params, existing)
+            names = {"promotions": params.registry.promotions_experiment, "champion": params.registry.champion_model,
+                     "evaluations": params.registry.evaluations_experiment}
+            problems = team.adoption_problems(client, auth, resources, names, existing)
+            if problems:
+                raise ConfigError("refusing to adopt what `biaslab team setup` did not create: " + "; ".join(problems)
+                                  + " - delete it (or name another in params.yaml registry.*) and run setup again")
             rows = []
             if user is not None:
-                auth = team.auth_client(tracking_uri)
                 created = team.ensure_user(auth, user, password)
                 rows = team.grant_role(auth, user, role, resources)
     except (ConfigError, access.AccessDenied) as exc:
         fail(str(exc))
     out = console()
     out.print(f"experiment {params.tracking.experiment!r} (id {resources.experiment_id}), promotions experiment "
-                  f"{params.registry.promotions_experiment!r} (id {resources.promotions_experiment_id}), registered "
-                  f"model {resources.model_name!r}, champion model {resources.champion_model!r}: present")
+              f"{params.registry.promotions_experiment!r} (id {resources.promotions_experiment_id}), evaluations "
+              f"experiment {params.registry.evaluations_experiment!r} (id {resources.evaluations_experiment_id}), "
+              f"registered model {resources.model_name!r}, champion model {resources.champion_model!r}: present")
     if user is not None:
         table = Table(title=f"user {user!r} ({'created' if created else 'existing'}), role {role}")
         for col in ("resource type", "resource", "permission"):

@@ -109,6 +109,9 @@ class RegistryConfig(Section):
         "(any rise beyond the paired CI refuses)"))
     promotions_experiment: str = Field("biaslab-promotions", description=(
         "where `biaslab promote` records every gate decision; only promoters write there on a team server"))
+    evaluations_experiment: str = Field("biaslab-evaluations", description=(
+        "on a team server, where the evaluator's evaluate runs live (workers read it): the only evidence "
+        "`biaslab promote` accepts there"))
     champion_model: str = Field("biaslab-champion", description=(
         "the production registered model: `biaslab promote` copies each approved version there (alias champion); "
         "only promoters write it, workers read it"))

@@ -119,6 +119,7 @@ class RunEvidence:
 
         from biaslab.outputs.metrics_file import VariantMetrics, metric_from_record
         from biaslab.registry.errors import RegistryError
+        from biaslab.tracking import evidence as bound
 
         if variant in self._metrics:
             return self._metrics[variant]
@@ -128,8 +129,9 @@ class RunEvidence:
             raise RegistryError(f"variant {variant!r}: evaluate run {run_id} has no {self.METRICS} artifact")
         raw = json.loads(local.read_text(encoding="utf-8"))
         run = self.client.get_run(run_id)
+        fingerprint = run.data.params.get(bound.FINGERPRINT) or run.data.tags.get("model_fingerprint")  # param: bound
         self._metrics[variant] = VariantMetrics(variant, {name: metric_from_record(r) for name, r in raw.items()},
-                                                model_fingerprint=run.data.tags.get("model_fingerprint"), run_id=run_id)
+                                                model_fingerprint=fingerprint, run_id=run_id)
         return self._metrics[variant]
 
     def predictions(self, variant: str) -> dict[str, pd.DataFrame]:
@@ -148,3 +150,35 @@ class RunEvidence:
 
     def source(self, variant: str) -> dict[str, str]:
         return dict(self._read.get(variant) or {"evaluate_run_id": self._run_id(variant)})
+
+    def binding_problems(self, variant: str, experiment_id: str | None, experiment: str) -> list[str]:
+        """Why the variant's evaluate run is not evidence a promoter can trust on a team server (empty: it is): it
+        must be a finished evaluate run of the evaluations experiment ``experiment`` (id ``experiment_id``: only
+        evaluators write there), and the artifacts read must be the ones its params bind
+        (:mod:`biaslab.tracking.evidence`)."""
+        from biaslab.tracking import evidence as bound
+
+        run_id = self._run_id(variant)
+        run = self.client.get_run(run_id)
+        where = f"evaluate run {run_id} of {variant!r}"
+        problems = []
+        if experiment_id is None or run.info.experiment_id != experiment_id:
+            problems.append(f"{where} is in experiment {run.info.experiment_id}, not the evaluations experiment "
+                            f"{experiment!r} where only evaluators write")
+        if run.info.status != "FINISHED":
+            problems.append(f"{where} is {run.info.status}, not FINISHED")
+        if run.data.tags.get("stage") != "evaluate":
+            problems.append(f"{where} is no evaluate run (stage {run.data.tags.get('stage')!r})")
+        self.metrics(variant)
+        self.predictions(variant)
+        prefix = f"runs:/{run_id}/"
+        read = {k[len(prefix):]: v for k, v in self._read.get(variant, {}).items() if k.startswith(prefix)}
+        problems += [f"{where}: {p}" for p in bound.binding_problems(run.data.params, read, variant)]
+        return problems
+
+    def items(self, variant: str) -> str | None:
+        """The hash of the test items the variant's evaluate run scored (its bound param)."""
+        from biaslab.tracking import evidence as bound
+
+        return self.client.get_run(self._run_id(variant)).data.params.get(bound.ITEMS)
+

@@ -11,7 +11,12 @@ cannot change a logged param, nor write where only promoters write):
   the version's files must be under that run's artifacts and match the manifest whose hash it logged
   (every file's sha256 recomputed);
 * **its evidence**: :class:`~biaslab.registry.evidence.RunEvidence` of the evaluate runs those params name
-  (for the variant and for the base), checked to be of the same model fingerprint.
+  (for the variant and for the base), checked to be of the same model fingerprint; on a team server only
+  finished evaluate runs of the evaluations experiment whose artifacts hash to their params
+  (:mod:`biaslab.registry.evidence_check`);
+* **what is served**: never the registrant's word - the kind, serving settings and base pin come from the
+  promoter's ``params.yaml``, the evaluated bytes are checked for every kind, and the champion's files and
+  ``MLmodel`` are the promoter's (:mod:`biaslab.registry.package_check`).
 
 The decision is a run of the promotions experiment (:mod:`biaslab.registry.promotions`); an approval
 copies the verified files there and registers them as a version of ``registry.champion_model`` with alias
@@ -36,7 +41,7 @@ from biaslab.registry.register import REGISTER_JSON, _client
 
 
 CHAMPION = "champion"
-REGISTRATION_PARAMS = ("variant", "kind", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id")
+REGISTRATION_PARAMS = ("variant", "method", "kind", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id")
 
 
 @dataclass
@@ -119,10 +124,19 @@ def registered_version(client: Any, model_name: str, variant: str, register_json
         raise RegistryError(f"{where} was registered for variant {params['variant']!r}, not {variant!r} (its run's "
                             f"param; the tag says {mv.tags.get('variant')!r}); refusing to promote it")
     prefix = run.info.artifact_uri.rstrip("/") + "/"
+    if any(part in ("..", ".") for part in (mv.source or "")[len(prefix):].split("/")):
+        raise RegistryError(f"{where}: its files ({mv.source}) name a path with '..' or '.'; refusing to promote it")
     if not (mv.source or "").startswith(prefix):
         raise RegistryError(f"{where}: its files ({mv.source}) are not under the artifacts of the run that registered "
                             f"it ({run.info.artifact_uri}); refusing to promote it")
     return mv, {k: v or "" for k, v in params.items()}
+
+
+def team_server() -> bool:
+    """Whether MLflow talks to a tracking server (``http(s)://``): several principals, permissions per experiment."""
+    import mlflow
+
+    return mlflow.get_tracking_uri().startswith(("http://", "https://"))
 
 
 def _gate(params: Params, evidence: Any, variant: str, base: str = "base") -> list[RuleResult]:
@@ -132,33 +146,6 @@ def _gate(params: Params, evidence: Any, variant: str, base: str = "base") -> li
 
 def _failed(metric: str, rule: str, reason: str) -> RuleResult:
     return RuleResult(metric, rule, "the evaluated and registered bytes", False, reason)
-
-
-def checkpoint_fingerprint(package: Path) -> str:
-    """The model fingerprint (:func:`biaslab.outputs.variant_dir.fingerprint_dir`) of a full version's checkpoint
-    in ``package``: the identity its evaluate run recorded, recomputed from the files themselves (a checkpoint
-    at the package root hashes without the package's own files around it)."""
-    from biaslab.outputs.variant_dir import fingerprint_dir
-    from biaslab.serving.base import checkpoint_dir
-    from biaslab.serving.manifest import MANIFEST_FILE, MLFLOW_LOAD_FILES
-    from biaslab.serving.package import MLFLOW_FILES
-
-    checkpoint = checkpoint_dir(Path(package))
-    packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
-    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
-
-
-def _evaluated_bytes(package: Path, reg: dict[str, str], evaluated_fp: str | None) -> list[RuleResult]:
-    """A full model's checkpoint, fingerprinted again from the downloaded files, must be the model its evaluate
-    run measured: the registering run's params are the registrant's word, the files are not."""
-    if reg["kind"] != "full":
-        return []  # an overlay's or prompt's identity includes its base: bound by the params (docs/champion.md)
-    found = checkpoint_fingerprint(package)
-    if found == evaluated_fp:
-        return []
-    return [_failed("files", "evaluated_bytes", f"the version's checkpoint has fingerprint {found}, its evaluate run "
-                                                f"{reg['evaluate_run_id']} measured {evaluated_fp}: not the evaluated "
-                                                "weights")]
 
 
 def download_version(client: Any, mv: Any, run: Any, dst: str | os.PathLike[str]) -> Path:
@@ -189,9 +176,9 @@ def promote(
     client = _client()
     with access.naming(registered_model=model_name), access.refusals():
         mv, reg = registered_version(client, model_name, variant, register_json, version)
-        _, base_reg = registered_version(client, model_name, base_variant, register_json, base_version)
+        base_mv, base_reg = registered_version(client, model_name, base_variant, register_json, base_version)
     with tempfile.TemporaryDirectory(prefix=f"promote-{variant}-") as tmp:
-        decision = _decide(client, params, variant, base_variant, mv, reg, base_reg, Path(tmp))
+        decision = _decide(client, params, variant, base_variant, (mv, reg), (base_mv, base_reg), Path(tmp))
     try:
         with access.naming(registered_model=model_name), access.refusals():
             record_decision(client, decision)
@@ -201,29 +188,50 @@ def promote(
     return decision
 
 
-def _decide(client: Any, params: Params, variant: str, base_variant: str, mv: Any, reg: dict[str, str],
-            base_reg: dict[str, str], tmp: Path) -> PromotionDecision:
+def _downloaded(client: Any, mv: Any, reg: dict[str, str], dst: Path, what: str) -> tuple[Path, list[RuleResult]]:
+    """The version's files in ``dst``, checked against the manifest its registering run logged."""
+    from biaslab.serving.manifest import PackageIntegrityError, verify_package
+
+    dst.mkdir()
+    package = download_version(client, mv, client.get_run(mv.run_id), dst)
+    try:
+        verify_package(package, reg["manifest_sha256"])
+    except PackageIntegrityError as exc:
+        return package, [_failed(what, "registered_bytes", str(exc))]
+    return package, []
+
+
+def _decide(client: Any, params: Params, variant: str, base_variant: str, version: tuple[Any, dict[str, str]],
+            base_version: tuple[Any, dict[str, str]], tmp: Path) -> PromotionDecision:
     """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
     from biaslab.registry import champion, promotions
     from biaslab.registry.evidence import RunEvidence
-    from biaslab.serving.manifest import PackageIntegrityError, verify_package
+    from biaslab.registry.evidence_check import evidence_rows
+    from biaslab.registry.package_check import Expected, approved_pin, build_champion, check_package
 
+    (mv, reg), (base_mv, base_reg) = version, base_version
     evidence = RunEvidence(client, {variant: reg["evaluate_run_id"], base_variant: base_reg["evaluate_run_id"]},
                            workdir=tmp)
     results = _gate(params, evidence, variant, base_variant)
+    results += evidence_rows(client, params, evidence, variant, base_variant, team_server=team_server())
     evaluated_fp = evidence.metrics(variant).model_fingerprint
     if evaluated_fp != reg["model_fingerprint"]:
         results.append(_failed("model_fingerprint", "evidence_matches_version",
                                f"evaluate run {reg['evaluate_run_id']} measured model {evaluated_fp}, version "
                                f"{mv.version} holds {reg['model_fingerprint']}; re-run `dvc repro`"))
-    (tmp / "version").mkdir()
-    package = download_version(client, mv, client.get_run(mv.run_id), tmp / "version")
-    try:
-        verify_package(package, reg["manifest_sha256"])
-    except PackageIntegrityError as exc:
-        results.append(_failed("files", "registered_bytes", str(exc)))
-    else:
-        results += _evaluated_bytes(package, reg, evaluated_fp)
+    expected = Expected.of(params, variant)
+    if Expected.of(params, base_variant).kind != "full":
+        raise RegistryError(f"base variant {base_variant!r} is not a full model in params.yaml; the gate compares "
+                            "against a full model")
+    package, problems = _downloaded(client, mv, reg, tmp / "version", "files")
+    base, base_problems = _downloaded(client, base_mv, base_reg, tmp / "base", "base")
+    results += problems + base_problems
+    check = None
+    if not problems and not base_problems:  # the bytes are the registered ones: check what they are
+        pin = approved_pin(params.registry.model_name, base_variant, base_mv, base_reg)
+        check = check_package(params, expected, reg, package, evaluated_fp, base=base, pin=pin,
+                              base_evaluated_fp=evidence.metrics(base_variant).model_fingerprint)
+        results += check.rows
     approved = all(r.passed for r in results)
     decision = PromotionDecision(variant, params.registry.model_name, str(mv.version), approved, results,
                                  datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -232,8 +240,9 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, mv: An
     # the gate's record first (a run of the promotions experiment, where only promoters write), then the copy
     # into it and the champion model's version and alias; the candidate's cosmetic tags after
     decision.record_run_id = promotions.write_record(client, params, decision, mv)
-    if approved:
-        decision.champion_version = champion.copy_to_champion(client, params, decision, package, reg)
+    if approved and check is not None:
+        copy = build_champion(params, check, package, tmp / "champion", base=base)
+        decision.champion_version = champion.copy_to_champion(client, params, decision, copy, reg)
     return decision
 
 

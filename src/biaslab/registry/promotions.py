@@ -51,6 +51,52 @@ def promotions_experiment_id(client: Any, name: str, *, create: bool) -> str | N
         return experiment.experiment_id
 
 
+GATE_CONDITIONS = "gate_conditions.json"  # artifact of a record: the gate's conditions; their sha256 a param
+
+
+def gate_conditions(params: Params) -> dict[str, Any]:
+    """The gate's conditions a record was decided under: ``registry.gate``, its bootstrap and spill-over setting,
+    and the package and evidence checks (``biaslab promote`` on a team server, or what a local store skips)."""
+    registry = params.registry
+    return {"gate": [c.model_dump(mode="json") for c in registry.gate],
+            "bootstrap": registry.bootstrap.model_dump(mode="json"), "spill_over": registry.spill_over,
+            "evaluations_experiment": registry.evaluations_experiment,
+            "package_checks": ["registered_bytes", "kind", "mlmodel", "evaluated_bytes", "content_hash", "base_pin",
+                               "base registered_bytes", "base evaluated_bytes"],
+            "evidence_checks": ["evaluator_runs", "same_items"]}
+
+
+def _json_sha256(body: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def load_champion(params: Params, workdir: str | Path | None = None) -> Any:
+    """The champion as a ``python_function`` model, verified against the promoter's record first: the documented
+    way to load it in Python (docs/serving.md). The files are downloaded into ``workdir`` (default: a new temporary
+    folder, left for the loaded model's lifetime), every file hashed against the manifest whose sha256 is a param of
+    the gate record (a hash from outside the package), the ``MLmodel`` checked to name biaslab's loader and nothing
+    else, and that verified copy is what loads. ``mlflow.pyfunc.load_model("models:/<champion>@champion")`` checks
+    the package against its own manifest only: unverified."""
+    import tempfile
+
+    import mlflow.pyfunc
+    from mlflow import MlflowClient
+
+    from biaslab.registry.errors import RegistryError
+    from biaslab.registry.package_check import mlmodel_problems
+
+    folder = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="biaslab-champion-"))
+    check = verify_champion(MlflowClient(), params, files_to=folder)
+    if check.version is None:
+        raise RegistryError(f"no @{CHAMPION} on {check.model_name}; promote a variant first (`biaslab promote`)")
+    problems = check.problems or mlmodel_problems(check.local_dir)
+    if problems:
+        raise RegistryError(f"refusing to load {check.model_name} version {check.version}: " + "; ".join(problems))
+    return mlflow.pyfunc.load_model(str(check.local_dir))
+
+
 def record_tags(decision: Any, version: Any) -> dict[str, str]:
     """The tags of one gate record: what was decided, about which bytes, on which evidence."""
     evidence = [{k: v for k, v in asdict(r).items() if v is not None} for r in decision.results]
@@ -84,6 +130,9 @@ def write_record(client: Any, params: Params, decision: Any, version: Any, *, cr
         run = client.create_run(experiment_id, run_name=f"promote@{decision.variant} v{decision.version}",
                                 tags=record_tags(decision, version))
         client.log_metric(run.info.run_id, "approved", 1.0 if decision.approved else 0.0)
+        conditions = gate_conditions(params)  # what the gate asked, as run (the promoter's params.yaml)
+        client.log_dict(run.info.run_id, conditions, GATE_CONDITIONS)
+        client.log_param(run.info.run_id, "gate_conditions_sha256", _json_sha256(conditions))
         client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
 

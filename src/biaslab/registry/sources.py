@@ -50,16 +50,29 @@ def content_hash(src: VariantSource, flavor: str, serving: dict[str, Any] | None
     ``serving`` (:func:`biaslab.serving.package.serving_identity`): the pyfunc packaging and the settings
     a served version scores with; a change registers a new version instead of reusing an old package.
     """
-    identity: dict[str, Any] = {"variant": src.name, "method": src.method, "kind": src.kind}
+    if src.kind == "prompt":
+        return identity_hash(src.name, src.method, src.kind, serving, base=fingerprint_dir(src.base_dir),
+                             prompt_prefix=src.prompt_prefix)
+    if src.kind == "overlay":
+        return identity_hash(src.name, src.method, src.kind, serving, base=fingerprint_dir(src.base_dir),
+                             overlay=fingerprint_dir(src.model_dir))
+    return identity_hash(src.name, src.method, src.kind, serving, model=fingerprint_dir(src.model_dir), flavor=flavor)
+
+
+def identity_hash(name: str, method: str, kind: str, serving: dict[str, Any] | None, *, model: str | None = None,
+                  overlay: str | None = None, base: str | None = None, prompt_prefix: dict[str, str] | None = None,
+                  flavor: str | None = None) -> str:
+    """The content hash of a variant from its fingerprints (:func:`content_hash` of the directories; the promoter
+    recomputes it from the downloaded, verified files and its own ``params.yaml``)."""
+    identity: dict[str, Any] = {"variant": name, "method": method, "kind": kind}
     if serving is not None:
         identity["serving"] = serving
-    if src.kind == "prompt":
-        identity |= {"prompt_prefix": src.prompt_prefix, "base": fingerprint_dir(src.base_dir)}
-    elif src.kind == "overlay":
-        identity |= {"overlay": fingerprint_dir(src.model_dir), "base": fingerprint_dir(src.base_dir),
-                     "flavor": "artifacts"}
+    if kind == "prompt":
+        identity |= {"prompt_prefix": dict(prompt_prefix or {}), "base": base}
+    elif kind == "overlay":
+        identity |= {"overlay": overlay, "base": base, "flavor": "artifacts"}
     else:
-        identity |= {"model": fingerprint_dir(src.model_dir), "flavor": flavor}
+        identity |= {"model": model, "flavor": flavor}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 

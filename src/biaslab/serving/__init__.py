@@ -2,9 +2,11 @@
 
 Every version the ``register`` stage creates - a full model (base, embedding-edited checkpoint), an
 embedding-hook or LoRA overlay, a prompt variant - carries an ``MLmodel`` whose ``python_function``
-flavour names :mod:`biaslab.serving.loader`, so one call loads any of them::
+flavour names :mod:`biaslab.serving.loader`, so one call loads any of them (the champion: with
+:func:`biaslab.registry.promotions.load_champion`, which verifies it against the promoter's record first; a raw
+``models:/`` load checks a package against its own manifest only)::
 
-    model = mlflow.pyfunc.load_model("models:/biaslab-debiased@champion")
+    model = mlflow.pyfunc.load_model("models:/biaslab-debiased/3")
     model.predict(pd.DataFrame({"context": ["The nurse said that"], "continuation": [" she"]}))
     model.predict(pd.DataFrame({"prompt": ["The doctor said that"]}), params={"max_new_tokens": 10})
 

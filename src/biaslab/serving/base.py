@@ -9,9 +9,9 @@ flavour names the base's registered version - ``registered_model``, ``version`` 
 * otherwise the version of that model holding the pinned content (a registry rebuilt with other
   version numbers); none -> :class:`BaseResolutionError`, never a different base.
 
-The base's files are read in place when the artifact store is a local directory (no copy of a large
-checkpoint per load) and downloaded otherwise; either way they are hashed and compared with the base's
-manifest, whose sha256 the pin records (``manifest_sha256``), before anything loads them.
+The base's files are copied into a folder of the loading process (a local artifact store) or downloaded there,
+hashed and compared with the base's manifest, whose sha256 the pin records (``manifest_sha256``), and that copy
+is what loads: nothing is read twice from a store someone else may write.
 """
 
 from __future__ import annotations
@@ -104,8 +104,12 @@ def checkpoint_dir(version_dir: Path) -> Path:
     return checkpoint
 
 
-def resolve_base(pin: dict[str, Any], client: Any = None) -> Path:
-    """The local checkpoint directory of the pinned base version."""
+def resolve_base(pin: dict[str, Any], client: Any = None, private_dir: Path | None = None) -> Path:
+    """The local checkpoint directory of the pinned base version.
+
+    ``private_dir``: a folder of the loading process's own; the base's files are copied (a local store) or
+    downloaded there, and that copy is both checked and loaded - files in the store, which whoever writes the store
+    could change between the check and the load, are read once. Without it a local store is read in place."""
     import mlflow
     from mlflow import MlflowClient
 
@@ -117,8 +121,13 @@ def resolve_base(pin: dict[str, Any], client: Any = None) -> Path:
             "variant, not a full model")
     uri = client.get_model_version_download_uri(pin["registered_model"], mv.version)
     local = _local_path(uri)
-    if local is None:
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    if local is not None and private_dir is not None:
+        import shutil
+
+        local = Path(shutil.copytree(local, Path(private_dir) / "base", symlinks=True))
+    elif local is None:
+        local = Path(mlflow.artifacts.download_artifacts(
+            artifact_uri=uri, dst_path=str(private_dir) if private_dir is not None else None))
     from biaslab.serving.manifest import PackageIntegrityError, verify_package
 
     if not pin.get("manifest_sha256"):

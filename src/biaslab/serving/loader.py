@@ -20,6 +20,7 @@ a CUDA GPU when there is one, else the CPU in float32); the stored files are nev
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,19 +68,17 @@ def load_served_variant(path: str | Path, host: Any = None) -> ServedVariant:
     conf = read_flavor(path)
     settings = ServingSettings.from_dict(conf.get("settings") or {})
     kind = conf["kind"]
-    if kind == "full":
-        checkpoint = checkpoint_dir(path)
-    elif kind in ("overlay", "prompt"):
-        if not conf.get("base"):
-            raise ServingError(f"{path}: {kind} version without a pinned base version; register its base variant "
-                               "together with it (`dvc repro register`)")
-        checkpoint = resolve_base(conf["base"])
-    else:
+    if kind not in ("full", "overlay", "prompt"):
         raise ServingError(f"{path}: unknown variant kind {kind!r} in the biaslab flavour")
+    if kind != "full" and not conf.get("base"):
+        raise ServingError(f"{path}: {kind} version without a pinned base version; register its base variant "
+                           "together with it (`dvc repro register`)")
     device, dtype = resolve_placement("auto", settings.dtype)
-    loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=host.trust_remote_code,
-                        allow_pickle=host.allow_pickle, dtype=dtype, device_map=settings.device_map,
-                        device=device)
+    with tempfile.TemporaryDirectory(prefix="biaslab-base-") as private:  # the base: checked and loaded from one copy
+        checkpoint = checkpoint_dir(path) if kind == "full" else resolve_base(conf["base"], private_dir=Path(private))
+        loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=host.trust_remote_code,
+                            allow_pickle=host.allow_pickle, dtype=dtype, device_map=settings.device_map,
+                            device=device)
     if kind == "overlay":
         loaded = apply_overlay(loaded, path)
     if settings.device_map is None:  # with a device map, accelerate has placed the layers already

@@ -108,7 +108,7 @@ def make_servable(package: str | Path, config: dict[str, Any], *, model_kind: st
             shutil.copyfile(file, target)
 
 
-def _model_kind(checkpoint: Path, settings: ServingSettings) -> str:
+def model_kind_of(checkpoint: Path, settings: ServingSettings) -> str:
     """``causal`` or ``masked``: ``model.kind``, else what the checkpoint's config says."""
     if settings.model_kind != "auto":
         return settings.model_kind
@@ -132,4 +132,4 @@ def package_servable(package: str | Path, src: Any, *, flavor: str, base_referen
     config = flavor_config(variant=src.name, method=src.method, kind=src.kind, checkpoint=checkpoint,
                            prompt_prefix=prompt_prefix, base=base_pin(base_reference or {}, model_name),
                            settings=settings)
-    make_servable(package, config, model_kind=_model_kind(src.base_dir or src.model_dir, settings))
+    make_servable(package, config, model_kind=model_kind_of(src.base_dir or src.model_dir, settings))

@@ -219,6 +219,17 @@ def log_params(params: Mapping[str, Any], prefix: str = "") -> None:
         mlflow.log_params(dict(items[start : start + 100]))
 
 
+def bind_evidence(variant: str, model_fingerprint: str | None, datasets: Any) -> dict[str, str]:
+    """Last in an evaluate run: log the params that bind its evidence (:mod:`biaslab.tracking.evidence`)."""
+    from biaslab.tracking.evidence import evidence_params
+
+    mlflow = _mlflow()
+    bound = evidence_params(mlflow.MlflowClient(), mlflow.active_run().info.run_id, variant=variant,
+                            model_fingerprint=model_fingerprint, datasets=datasets)
+    log_params(bound)
+    return bound
+
+
 def _metric_key(name: str) -> str:
     # MLflow keys allow / - . _ and alphanumerics; keep names readable
     return "".join(c if c.isalnum() or c in "/-._ " else "_" for c in name)
