@@ -146,14 +146,15 @@ def checkpoint_fingerprint(package: Path) -> str:
 
     checkpoint = checkpoint_dir(Path(package))
     packaging = frozenset({*MLFLOW_FILES, MANIFEST_FILE, *MLFLOW_LOAD_FILES})
-    return fingerprint_dir(checkpoint, besides=packaging if checkpoint == Path(package).resolve() else frozenset())
+    besides = packaging if checkpoint == Path(package).resolve() else frozenset()
+    return fingerprint_dir(checkpoint, besides=besides, verify=True)  # proves the bytes: never the stat cache's word
 
 
 def overlay_fingerprint(package: Path) -> str:
     """The fingerprint of an overlay package's own files (its variant directory as registered)."""
     from biaslab.outputs.variant_dir import fingerprint_dir
 
-    return fingerprint_dir(package, besides=packaging_files())
+    return fingerprint_dir(package, besides=packaging_files(), verify=True)  # proves the bytes, as above
 
 
 @dataclass
