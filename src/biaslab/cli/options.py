@@ -3,6 +3,7 @@ and the one-line error (exit 2) for a params file that does not load."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -30,3 +31,13 @@ def load(root: Path, params_file: str):
         return load_params(root / params_file)
     except ConfigError as exc:
         fail(str(exc))
+
+
+def fmt_ci(value: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    """``value [lo, hi]`` as every table of the command prints a metric; a dash for a missing value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    text = f"{value:.4g}"
+    if lo is not None and hi is not None:
+        text += f" [{lo:.4g}, {hi:.4g}]"
+    return text
