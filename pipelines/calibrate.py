@@ -112,16 +112,16 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
                for name in variants}
     across = draws_section(params, root)
     report = calibrate(cfg.families, cfg.mitigation_metrics, cfg.quality_metrics, base, control, variants,
-                       planted_info(params, root), paired, changes, across[0])
+                       planted_info(params, root), paired, changes, across.markdown)
     effects = {d.metric: d.effect for d in report.detections if d.primary}
     spike_rows = spike_in.table(spikes, effects)
     rates = gate_error_rates(params, root, base, checks)
     markdown = (controls.render_markdown(checks) + "\n" + rates[0] + "\n" + report.markdown + "\n"
-                + spike_in.render_markdown(spikes, SPIKED, effects))
+                + spike_in.render_markdown(spikes, SPIKED, effects, aa_spread=across.aa_spread or None))
     atomic_write_text(root / REPORT, markdown)
     atomic_write_text(root / TABLE, pd.DataFrame(report.table()).to_csv(index=False))
     atomic_write_text(root / SPIKE_TABLE, pd.DataFrame(spike_rows).to_csv(index=False))
-    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes), **across[1],
+    numbers = {**report.mlflow_metrics(), **spike_in.mlflow_metrics(spikes), **across.metrics,
                **controls.mlflow_metrics(checks), **rates[1]}
     tracking.configure(params.tracking, root=root)
     with tracking.stage_run("calibrate", variant=CONTROL) as mlflow_run:
@@ -174,15 +174,17 @@ def gate_control_checks(params: Params, root: Path) -> list:
     return controls.check({name: (role, evaluate_gate_for(params, evidence, name)) for name, role in roles.items()})
 
 
-def draws_section(params: Params, root: Path) -> tuple[str, dict[str, float]]:
-    """The report's across-draw section and its metrics, from ``calibrate.draws`` (``("", {})`` when unset)."""
+def draws_section(params: Params, root: Path):
+    """The across-draw section, its metrics and the A/A spread from ``calibrate.draws``
+    (:func:`biaslab.calibration.draws.draws_report`: a file drawn with another recipe, or recording none, is
+    labelled stale and counts nothing); empty when unset."""
     from biaslab.calibration import draws
 
     cfg = params.calibrate
     if not cfg.draws:
-        return "", {}
-    rows = draws.across_draws(draws.read_draws(root / cfg.draws), cfg.families, cfg.draws_recipe, cfg.draws_alpha)
-    return draws.render_markdown(rows, cfg.draws), draws.mlflow_metrics(rows)
+        return draws.DrawsReport("", {}, {})
+    return draws.draws_report(root / cfg.draws, params.model_dump(mode="json"), cfg.draws_recipe, cfg.draws_alpha,
+                              source=cfg.draws)
 
 
 def item_statistics(params: Params, metrics: list[str]) -> dict[str, tuple[str, object]]:
