@@ -75,6 +75,15 @@ def score_pairs(
     return frame
 
 
+def rescore_pairs(lm, rows: pd.DataFrame, first: str, second: str, scores: tuple[str, str],
+                  masked_method: str | Sequence[str] = "ppll", normalize: str = "sum") -> dict[str, np.ndarray]:
+    """The stored score columns ``scores`` (first, second) of ``rows`` recomputed by :func:`score_pairs` from
+    the rows' own sentence columns ``first`` and ``second``: what a benchmark's ``rescore`` returns, so the
+    promoter can check a sample of an evaluation's rows against the model (:mod:`biaslab.registry.rescore`)."""
+    scored = score_pairs(lm, rows[first].tolist(), rows[second].tolist(), masked_method, normalize=normalize)
+    return {scores[0]: scored["score_first"].to_numpy(), scores[1]: scored["score_second"].to_numpy()}
+
+
 def share_item_statistic(table: str, column: str, rows: Callable[[pd.DataFrame], pd.DataFrame],
                          key: tuple[str, ...] = ("pair_id",)) -> ItemStatistic:
     """A :func:`share_metric` (pairs resampled one by one) as an item statistic (:mod:`biaslab.metrics.paired`)."""

@@ -163,8 +163,12 @@ def promote(
     register_json: str | os.PathLike[str] = REGISTER_JSON,
     version: str | None = None,
     base_version: str | None = None,
+    rescore: bool = True,
 ) -> PromotionDecision:
-    """Gate ``variant`` against ``base_variant``; copy it to the champion model if it passes; record either way."""
+    """Gate ``variant`` against ``base_variant``; copy it to the champion model if it passes; record either way.
+
+    ``rescore=False`` skips re-scoring a sample of the evidence's rows from the verified files
+    (:mod:`biaslab.registry.rescore`; slow for a large model on a CPU); the verdict table says it was skipped."""
     from biaslab.tracking import access
 
     params.variant(variant)  # unknown variant -> ConfigError listing the known ones
@@ -178,7 +182,8 @@ def promote(
         mv, reg = registered_version(client, model_name, variant, register_json, version)
         base_mv, base_reg = registered_version(client, model_name, base_variant, register_json, base_version)
     with tempfile.TemporaryDirectory(prefix=f"promote-{variant}-") as tmp:
-        decision = _decide(client, params, variant, base_variant, (mv, reg), (base_mv, base_reg), Path(tmp))
+        decision = _decide(client, params, variant, base_variant, (mv, reg), (base_mv, base_reg), Path(tmp),
+                           rescore=rescore)
     try:
         with access.naming(registered_model=model_name), access.refusals():
             record_decision(client, decision)
@@ -202,7 +207,7 @@ def _downloaded(client: Any, mv: Any, reg: dict[str, str], dst: Path, what: str)
 
 
 def _decide(client: Any, params: Params, variant: str, base_variant: str, version: tuple[Any, dict[str, str]],
-            base_version: tuple[Any, dict[str, str]], tmp: Path) -> PromotionDecision:
+            base_version: tuple[Any, dict[str, str]], tmp: Path, *, rescore: bool = True) -> PromotionDecision:
     """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
     from biaslab.registry import champion, promotions
     from biaslab.registry.evidence import RunEvidence
@@ -232,6 +237,8 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
         check = check_package(params, expected, reg, package, evaluated_fp, base=base, pin=pin,
                               base_evaluated_fp=evidence.metrics(base_variant).model_fingerprint)
         results += check.rows
+    results.append(_rescored(params, evidence, {variant: package, base_variant: base}, rescore,
+                             ready=check is not None and all(r.passed for r in check.rows)))
     approved = all(r.passed for r in results)
     decision = PromotionDecision(variant, params.registry.model_name, str(mv.version), approved, results,
                                  datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -244,6 +251,20 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
         copy = build_champion(params, check, package, tmp / "champion", base=base)
         decision.champion_version = champion.copy_to_champion(client, params, decision, copy, reg)
     return decision
+
+
+def _rescored(params: Params, evidence: Any, packages: dict[str, Path], rescore: bool, *, ready: bool) -> RuleResult:
+    """The ``evidence rescored_sample`` row: a sample of the evidence's rows scored again from the verified files
+    (:func:`biaslab.registry.rescore.rescore_row`), only once the files are proven to be the evaluated ones."""
+    from biaslab.registry.rescore import ASKS, rescore_row
+
+    if not rescore:
+        return RuleResult("evidence", "rescored_sample (skipped)", ASKS, True,
+                          "skipped by `--no-rescore`: the prediction tables were not checked against the model")
+    if not ready:  # refused by those checks already; loading files that failed them would prove nothing
+        return RuleResult("evidence", "rescored_sample (not run)", ASKS, True,
+                          "not re-scored: the version's files failed the checks above, which refuse it")
+    return rescore_row(params, evidence, packages)
 
 
 def record_decision(client: Any, decision: PromotionDecision) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
-from biaslab.benchmarks.pair_preference import score_pairs, share_item_statistic, share_metric
+from biaslab.benchmarks.pair_preference import rescore_pairs, score_pairs, share_item_statistic, share_metric
 from biaslab.data.splits import SELECT, TEST
 from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
@@ -92,5 +92,13 @@ class Agreement:
             out[f"{NAME}/accuracy_{lang}"] = share_item_statistic(TABLE, "correct", _language(lang))
         return out
 
+
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, np.ndarray]:
+        """``logprob_grammatical`` and ``logprob_ungrammatical`` of stored ``rows`` of ``table``, scored again
+        exactly as :meth:`run` scores them (the promoter's re-scoring sample; ``margin`` and ``correct`` follow)."""
+        if table != TABLE:
+            return {}
+        return rescore_pairs(lm, rows, "grammatical", "ungrammatical",
+                             ("logprob_grammatical", "logprob_ungrammatical"), "ppll")
 
 BENCHMARK = Agreement()

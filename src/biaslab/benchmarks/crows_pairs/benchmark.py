@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
-from biaslab.benchmarks.pair_preference import score_pairs
+from biaslab.benchmarks.pair_preference import rescore_pairs, score_pairs
 
 from .items import load_pairs
 from .metrics import by_bias_type, compute_metrics, item_statistics, spike, stereotype_votes
@@ -51,5 +51,12 @@ class CrowsPairs:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (sent_more; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
+
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+        """``score_more`` and ``score_less`` of stored ``rows`` of ``table``, scored again exactly as :meth:`run`
+        scores them (the promoter's re-scoring sample; the votes and ``likelihood_diff`` follow from them)."""
+        if table != "crows_pairs_pairs":
+            return {}
+        return rescore_pairs(lm, rows, "sent_more", "sent_less", ("score_more", "score_less"), "mpll")
 
 BENCHMARK = CrowsPairs()

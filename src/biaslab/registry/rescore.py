@@ -1,0 +1,125 @@
+"""The promoter re-scores a seeded sample of the evidence's prediction rows from the verified bytes.
+
+The evidence checks (:mod:`biaslab.registry.evidence_check`) prove *who* wrote an evaluate run and that its
+artifacts are the ones it bound; they cannot prove the numbers came from the model. A leaked evaluator
+credential could log a self-consistent run with made-up tables. This check closes that: for every prediction
+table whose benchmark offers ``rescore(lm, table, rows, options)`` (the benchmark's own request code, e.g.
+:func:`biaslab.benchmarks.pair_preference.rescore_pairs`), it draws ``n`` rows overall (seed
+``registry.bootstrap.seed``) from the variant's and the base's tables, loads each version's verified files with
+biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the one ``serve`` uses), scores the
+rows again and refuses when a stored log-probability differs from the recomputed one by more than
+:data:`TOLERANCE`.
+
+Which columns are checked: the pure functions of model and item that every other column of the row derives
+from (a sentence log-likelihood: ``logprob_*`` of agreement, ``score_more``/``score_less`` of CrowS-Pairs). A
+table of a benchmark without ``rescore`` is not sampled; the row names the tables it could not check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from biaslab.registry.gate import RuleResult
+
+SAMPLE = 64  # rows drawn over all re-scorable tables of the variant and the base together
+# nats, absolute: the evaluation scores rows in batches (padding, a different summation order) and the check
+# scores a sample in other batches; float32 sums of a sentence's token log-probs then differ by ~1e-6..1e-5
+# (measured max |Δ| is in the row's reason). 1e-3 is two orders above that and far below a forged edit that
+# changes a verdict (a tie within 1e-3 nats is the only thing it lets through). bf16 weights need more: the
+# check runs in the dtype the package's settings name, on the CPU float32 unless they say otherwise.
+TOLERANCE = 1e-3
+ASKS = "a seeded sample of the evidence's prediction rows, scored again from the verified bytes, agrees"
+
+
+def _benchmark(params: Any, name: str) -> tuple[Any, dict[str, Any]] | None:
+    """The benchmark object and options behind table prefix ``name`` (its params entry, else its default module)."""
+    from biaslab.benchmarks.registry import load_benchmark
+    from biaslab.errors import EvaluationError
+
+    entry = params.evaluation.benchmarks.get(name)
+    module = entry.module if entry is not None else f"biaslab.benchmarks.{name}"
+    try:
+        return load_benchmark(name, module), dict(entry.options) if entry is not None else {}
+    except EvaluationError:
+        return None
+
+
+def _draw(tables: dict[tuple[str, str], Any], n: int, seed: int) -> dict[tuple[str, str], list[int]]:
+    """``n`` row positions drawn without replacement over all ``(who, table)`` rows; sorted per table."""
+    import numpy as np
+
+    everything = [(key, i) for key, frame in tables.items() for i in range(len(frame))]
+    if not everything:
+        return {}
+    picked = np.random.default_rng(seed).choice(len(everything), size=min(n, len(everything)), replace=False)
+    out: dict[tuple[str, str], list[int]] = {}
+    for k in sorted(int(p) for p in picked):
+        key, i = everything[k]
+        out.setdefault(key, []).append(i)
+    return out
+
+
+def _scorer(package: Path, language: str | None) -> Any:
+    """The version's scorer as ``serve`` builds it, with the prompt prefix the evaluation used for ``language``."""
+    from biaslab.serving.loader import load_served_variant
+    from biaslab.serving.predictor import select_prefix
+
+    served = load_served_variant(package)
+    prefix = select_prefix(served.prefixes, served.method, language) if language else ""
+    return served.scorer.with_prefix(prefix) if prefix else served.scorer
+
+
+def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int = SAMPLE,
+                tolerance: float = TOLERANCE) -> RuleResult:
+    """One gate row: the sample of ``evidence``'s tables of each variant in ``packages`` (variant -> its
+    verified, downloaded version) re-scored from those files; fails naming variant, table, row, column and both
+    values on the first difference beyond ``tolerance``."""
+    import numpy as np
+
+    tables: dict[tuple[str, str], Any] = {}
+    benchmarks: dict[str, tuple[Any, dict[str, Any]] | None] = {}
+    unchecked: set[str] = set()
+    for who in packages:
+        for key, frame in evidence.predictions(who).items():
+            name, _, table = key.partition("__")
+            if name not in benchmarks:
+                benchmarks[name] = _benchmark(params, name)
+            if benchmarks[name] is None or not hasattr(benchmarks[name][0], "rescore"):
+                unchecked.add(key)
+                continue
+            tables[(who, key)] = frame.reset_index(drop=True)
+    note = f"; not re-scorable (no rescore): {', '.join(sorted(unchecked))}" if unchecked else ""
+    sample = _draw(tables, n, params.registry.bootstrap.seed)
+    if not sample:
+        return RuleResult("evidence", "rescored_sample", ASKS, True,
+                          f"0 rows: the evidence has no re-scorable prediction table{note}")
+    scorers: dict[tuple[str, str | None], Any] = {}
+    worst, count = 0.0, 0
+    for (who, key), rows in sample.items():
+        name, _, table = key.partition("__")
+        benchmark, options = benchmarks[name]
+        language = getattr(benchmark, "language", None)
+        if (who, language) not in scorers:
+            scorers[(who, language)] = _scorer(packages[who], language)
+        picked = tables[(who, key)].iloc[rows]
+        fresh = benchmark.rescore(scorers[(who, language)], table, picked, options)
+        for column, values in fresh.items():
+            stored = picked[column].to_numpy(dtype=float)
+            values = np.asarray(values, dtype=float)
+            delta = np.abs(values - stored)
+            delta[np.isnan(values) & np.isnan(stored)] = 0.0
+            delta[np.isnan(delta)] = np.inf  # one NaN, the other a number
+            bad = np.flatnonzero(delta > tolerance)
+            if bad.size:
+                j = int(bad[0])
+                return RuleResult("evidence", "rescored_sample", ASKS, False,
+                                  f"{who!r} table {key} row {rows[j]} column {column}: stored {stored[j]!r}, "
+                                  f"recomputed from the verified files {values[j]!r} (|Δ| {delta[j]:.3g} > "
+                                  f"{tolerance:g}); the evidence was not computed by this model")
+            worst = max(worst, float(delta.max(initial=0.0)))
+        count += len(rows)
+    return RuleResult("evidence", "rescored_sample", ASKS, True,
+                      f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample}))}; seed "
+                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats{note}",
+                      estimate=worst)
