@@ -97,6 +97,9 @@ def test_promote_refused_then_approved(project: Path):
     refused = runner.invoke(app, ["promote", "worse", "--root", str(project)])
     assert refused.exit_code == EXIT_REFUSED, refused.output
     assert "FAIL" in refused.output and "gbem_ua/qa_diff_fem" in refused.output and "refused" in refused.output
+    assert "rescored_sample" in refused.output  # on by default, also on a local store
+    skipped = runner.invoke(app, ["promote", "worse", "--no-rescore", "--root", str(project)])
+    assert "rescored_sample (skipped)" in skipped.output and "--no-rescore" in skipped.output
 
     approved = runner.invoke(app, ["promote", "good", "--root", str(project)])
     assert approved.exit_code == 0, approved.output

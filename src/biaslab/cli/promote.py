@@ -23,6 +23,9 @@ def promote(
     version: str = typer.Option(None, "--version", help="the variant's registered version (default: runs/register.json)"),
     base_version: str = typer.Option(None, "--base-version", help="the base's registered version (default: "
                                                                   "runs/register.json)"),
+    no_rescore: bool = typer.Option(False, "--no-rescore", help="do not re-score a seeded sample of 64 evidence "
+                                    "rows from the verified files (slow for a large model on a CPU); the verdict "
+                                    "table then says the tables were not checked against the model"),
     params_file: str = PARAMS_OPT,
     root: Path = ROOT_OPT,
 ) -> None:
@@ -51,7 +54,7 @@ def promote(
         tracking.configure(params.tracking, root=root)
         with access.refusals():
             decision = registry.promote(params, variant, root, base_variant=base, version=version,
-                                        base_version=base_version)
+                                        base_version=base_version, rescore=not no_rescore)
     except (BiaslabError, access.AccessDenied) as exc:
         _fail(str(exc))
 
