@@ -578,6 +578,38 @@ def test_forged_base_evidence_is_refused(registered):
     assert f"evaluate run {fake} of 'base' is in experiment" in _one_line(again)
 
 
+FORGED_TABLE = """
+from biaslab.benchmarks.agreement.items import load_pairs
+pairs = load_pairs()
+table = pairs[(pairs["split"] == "test") & (pairs["language"] == "en")].head(8).assign(
+    method="loglikelihood", logprob_grammatical=-1.0, logprob_ungrammatical=-2.0, n_grammatical=4, n_ungrammatical=4,
+    margin=1.0, correct=1)  # a model that always prefers grammar: made up, never scored
+"""
+
+
+def test_forged_tables_with_a_leaked_evaluator_credential_are_refused(registered):
+    """Item 1 on top: with the evaluator's credential (leaked) a new, self-consistent evaluate run of soft in the
+    evaluations experiment - made-up metrics and an agreement table never scored, bound by its own params - passes
+    every evidence check; the promoter re-scores a sample of its rows from soft's verified files and refuses."""
+    url, project, versions = registered
+    code = FAKE_EVALUATION.format(experiment=EVALUATIONS, variant="soft", value=0.01).replace(
+        "    tracking.log_metric_values(values)\n",
+        "    tracking.log_metric_values(values)\n"
+        "    tracking.log_table(table, 'predictions/agreement__pairs.json')\n")
+    done = python_as(url, "evaluator", PASSWORDS["evaluator"], project, FORGED_TABLE + code)
+    assert done.returncode == 0, done.stderr
+    forged = done.stdout.strip().splitlines()[-1]
+    honest = ('for f in pathlib.Path("models/soft").iterdir():\n'  # soft's evaluated files (test (a) rewrote the
+              '    shutil.copy(f, package / f.name)\n'  # approved version's config.json in the worker's run)
+              f'registration["evaluate_run_id"] = {forged!r}')
+    version = _worker_registers(url, project, versions["soft"]["version"], honest)
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", version)
+    assert again.returncode == 1, again.stdout + again.stderr
+    line = _one_line(again)
+    assert "evaluator_runs" not in line and "evaluated_bytes" not in line, line[-4000:]  # the run itself is one the evaluator could have written
+    assert "'soft' table agreement__pairs row" in line and "recomputed from the verified files" in line, line[-4000:]
+
+
 def test_evidence_rewritten_after_an_honest_evaluation_is_refused(registered):
     """Item 1: the worker cannot rewrite the evaluator's run; with the evaluator's credential (leaked) the run's
     metrics.json is rewritten after the evaluation: its sha256 is not the one the run's param binds, refused.
