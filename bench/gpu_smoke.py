@@ -124,6 +124,9 @@ def smoke_params(source: Path, mirror: Path, cpu: bool, quantization: str = "8bi
         if unknown:
             raise KeyError(f"--variants: {unknown} not in params.yaml variants {sorted(params['variants'])}")
         params["variants"] = {k: v for k, v in params["variants"].items() if k in variants}
+        for profile in (params.get("profiles") or {}).values():  # a profile lists only variants that remain
+            if profile.get("variants") is not None:
+                profile["variants"] = [v for v in profile["variants"] if v in variants]
     Params.model_validate(params)  # an overlay key that no longer exists fails here, naming the key
     return params
 

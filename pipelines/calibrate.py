@@ -168,8 +168,12 @@ def gate_control_checks(params: Params, root: Path) -> list:
     from biaslab.registry.evidence import LocalEvidence
     from biaslab.registry.gate import evaluate_gate_for
 
+    def built(name: str, v) -> bool:  # its stage wrote the directory, or it was evaluated (outputs of both stages)
+        return (root / v.model_dir).is_dir() or (root / paths.metrics_file(name)).is_file()
+
     roles = {name: v.control.role for name, v in params.variants.items()
-             if v.method == "control" and v.control is not None and variant_skip_reason(v, root) is None}
+             if v.method == "control" and v.control is not None and built(name, v)
+             and variant_skip_reason(v, root) is None}
     evidence = LocalEvidence(root)
     return controls.check({name: (role, evaluate_gate_for(params, evidence, name)) for name, role in roles.items()})
 

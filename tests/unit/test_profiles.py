@@ -162,7 +162,7 @@ def test_register_skips_a_disabled_prompt_variant(quick_dir):
     from pipelines.stage.profile import disabled_names
 
     names = disabled_names(load_params("params.yaml"))
-    assert set(names) == {"soft", "hard_k16", "lora_cda", "lora_clp", "lora_clp_cda"}
+    assert set(names) == {"soft", "hard_k16", "lora_cda", "lora_clp", "lora_clp_cda", "positive_control", "negative_control"}
     text = (quick_dir / "params.yaml").read_text().replace("profile: quick", "profile: clp_only")
     (quick_dir / "params.yaml").write_text(text)
     assert "prompt" not in disabled_names(load_params("params.yaml"))
