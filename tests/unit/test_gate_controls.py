@@ -46,18 +46,23 @@ def test_the_positive_control_must_be_approved():
         controls.require([ok, wrong])
 
 
-def test_the_negative_control_must_be_refused_by_a_harm_rule():
+def test_the_negative_control_must_be_refused_and_whether_a_harm_rule_caught_it_is_recorded():
     ok = controls.check_one("negative_control", "negative", Verdict([BIAS_NO, BPC_NO]))
-    assert ok.ok and not ok.approved and ok.deciding == ("paired_non_inferior on lm/bpc: +0.4 bits",)
+    assert ok.ok and not ok.approved and ok.harm_caught and ok.deciding == ("paired_non_inferior on lm/bpc: +0.4 bits",)
     approved = controls.check_one("negative_control", "negative", Verdict([BIAS_OK, BPC_OK]))
     assert not approved.ok and "approves its negative control" in approved.message
     only_bias = controls.check_one("negative_control", "negative", Verdict([BIAS_NO, BPC_OK]))
-    assert not only_bias.ok and "only by paired_bias_reduction: no harm rule caught the harm" in only_bias.message
-    controls.require([ok])  # nothing wrong: no error
-    table = controls.render_markdown([ok, only_bias])
-    assert "| negative_control | negative | refused by a harm rule | refused | ok |" in table and "**WRONG**" in table
+    assert only_bias.ok and only_bias.harm_caught is False  # refused (the run goes on), the harm rules saw nothing
+    assert "only by paired_bias_reduction: no harm rule caught the harm" in only_bias.message
+    controls.require([ok, only_bias])  # nothing wrong: no error
+    with pytest.raises(controls.GateControlError, match="approves its negative control"):
+        controls.require([approved])
+    table = controls.render_markdown([ok, only_bias, approved])
+    assert "| negative_control | negative | refused | refused | ok | yes |" in table
+    assert "| negative_control | negative | refused | refused | ok | **no** |" in table and "**WRONG**" in table
     assert controls.mlflow_metrics([ok]) == {"calibration/gate_control/negative_control/approved": 0.0,
-                                             "calibration/gate_control/negative_control/ok": 1.0}
+                                             "calibration/gate_control/negative_control/ok": 1.0,
+                                             "calibration/gate_control/negative_control/harm_caught": 1.0}
 
 
 def test_a_control_variant_has_its_recipe():

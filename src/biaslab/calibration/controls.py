@@ -36,6 +36,7 @@ class ControlCheck:
     ok: bool
     deciding: tuple[str, ...]  # "rule on metric: reason" of the rows that decided (failed rows; all rows if passed)
     message: str
+    harm_caught: bool | None = None  # negative control: did a harm rule refuse it (None for a positive control)
 
 
 def _row(row: Any) -> str:
@@ -43,7 +44,10 @@ def _row(row: Any) -> str:
 
 
 def check_one(variant: str, role: str, verdict: Any) -> ControlCheck:
-    """Is ``verdict`` what a ``role`` control must get? Positive: approved. Negative: refused by a harm rule."""
+    """Is ``verdict`` what a ``role`` control must get? Positive: approved. Negative: refused (issue 43's
+    requirement; the run fails otherwise) - and whether a harm rule refused it is recorded separately: a negative
+    control refused only because it removes no bias means no harm rule saw the harm (reported, and counted as a
+    harm-rule false approval in the error-rate table, not as a failed run)."""
     failed = [r for r in verdict.rows if not r.passed]
     approved = bool(verdict.passed)
     if role == "positive":
@@ -58,16 +62,16 @@ def check_one(variant: str, role: str, verdict: Any) -> ControlCheck:
     harm = [r for r in failed if r.rule in HARM_RULES]
     if approved:
         return ControlCheck(variant, role, True, False, (),
-                            f"the gate approves its negative control {variant}: no harm rule refused it")
+                            f"the gate approves its negative control {variant}: no harm rule refused it", False)
     if not harm:
         deciding = tuple(_row(r) for r in failed)
-        return ControlCheck(variant, role, False, False, deciding,
-                            f"the gate refuses its negative control {variant} only by "
-                            f"{', '.join(sorted({r.rule for r in failed}))}: no harm rule caught the harm")
+        return ControlCheck(variant, role, False, True, deciding,
+                            f"{variant} (negative control) refused, but only by "
+                            f"{', '.join(sorted({r.rule for r in failed}))}: no harm rule caught the harm", False)
     deciding = tuple(_row(r) for r in harm)
     return ControlCheck(variant, role, False, True, deciding,
                         f"{variant} (negative control) refused by {', '.join(sorted({r.rule for r in harm}))}, "
-                        "as it must be")
+                        "as it must be", True)
 
 
 def check(verdicts: Mapping[str, tuple[str, Any]]) -> list[ControlCheck]:
@@ -88,14 +92,18 @@ def render_markdown(checks: Sequence[ControlCheck]) -> str:
         return ""
     lines = ["## The gate's controls", "",
              "A positive control (the planted bias removed with the planted recipe's own counterbalanced text) must "
-             "be approved; a negative control (harm done on purpose) must be refused by a harm rule "
-             "(docs/gate.md \"Controls\"). A wrong verdict fails this stage.", "",
-             "| control | role | must be | gate | check | decided by |", "|---|---|---|---|---|---|"]
+             "be approved; a negative control (harm done on purpose) must be refused (docs/gate.md \"Controls\"). A "
+             "wrong verdict fails this stage. Whether a harm rule (not only the bias rule) refused the negative control "
+             "is its own column: \"no\" means the harm rules did not see this harm.", "",
+             "| control | role | must be | gate | check | harm rule caught it | decided by |",
+             "|---|---|---|---|---|---|---|"]
     for c in checks:
-        must = "approved" if c.role == "positive" else "refused by a harm rule"
+        must = "approved" if c.role == "positive" else "refused"
         got = "approved" if c.approved else "refused"
+        caught = "–" if c.harm_caught is None else ("yes" if c.harm_caught else "**no**")
         decided = "<br>".join(d.replace("|", "\\|") for d in c.deciding) or "–"
-        lines.append(f"| {c.variant} | {c.role} | {must} | {got} | {'ok' if c.ok else '**WRONG**'} | {decided} |")
+        lines.append(f"| {c.variant} | {c.role} | {must} | {got} | {'ok' if c.ok else '**WRONG**'} | {caught} "
+                     f"| {decided} |")
     return "\n".join(lines) + "\n"
 
 
@@ -105,4 +113,6 @@ def mlflow_metrics(checks: Sequence[ControlCheck]) -> dict[str, float]:
     for c in checks:
         out[f"calibration/gate_control/{c.variant}/approved"] = float(c.approved)
         out[f"calibration/gate_control/{c.variant}/ok"] = float(c.ok)
+        if c.harm_caught is not None:
+            out[f"calibration/gate_control/{c.variant}/harm_caught"] = float(c.harm_caught)
     return out
