@@ -662,7 +662,7 @@ client.create_registered_model('squatted-champion')
 """
     done = python_as(url, "worker", PASSWORDS["worker"], project, squat)
     assert done.returncode == 0, done.stderr
-    elsewhere = "from mlflow import MlflowClient; MlflowClient().create_experiment('elsewhere', artifact_location='file:///tmp/elsewhere')"
+    elsewhere = "from mlflow import MlflowClient; MlflowClient().create_experiment('elsewhere', artifact_location='s3://worker-bucket/elsewhere')"
     assert python_as(url, "admin", ADMIN_PASSWORD, project, elsewhere).returncode == 0
     for registry, refusal in (
             ({"promotions_experiment": "squatted-promotions"},
@@ -670,7 +670,7 @@ client.create_registered_model('squatted-champion')
             ({"champion_model": "squatted-champion"},
              "registered model 'squatted-champion': user 'worker' holds MANAGE on it"),
             ({"evaluations_experiment": "elsewhere"},
-             "experiment 'elsewhere' stores its artifacts at 'file:///tmp/elsewhere', not in the server's proxied store")):
+             "experiment 'elsewhere' stores its artifacts at 's3://worker-bucket/elsewhere', not in the server's proxied store")):
         other = project.parent / "other-project"
         other.mkdir(exist_ok=True)
         (other / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "registry": {**PARAMS["registry"], **registry}}))
