@@ -177,3 +177,17 @@ def test_compose_shards_divide_the_profiles_variants(quick_dir, capsys):
         assert shard.main([f"{i}/2", "--dry-run"]) == 0
         targets += capsys.readouterr().out.split()
     assert sorted(targets) == sorted(f"evaluate@{n}" for n in ("base", "prompt", "hard", "lora"))
+
+
+def test_only_the_active_profile_must_name_defined_variants(tmp_path):
+    """Trimmed variants (a smoke run, a user's own set) still load while paper/quick name the full set; selecting
+    such a profile fails naming the missing variant."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    raw["variants"] = {k: v for k, v in raw["variants"].items() if k in ("base", "prompt")}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    assert load_params(path).enabled_variants() == ["base", "prompt"]
+    raw["profile"] = "quick"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ConfigError, match="profiles.quick.variants: unknown variant"):
+        load_params(path)

@@ -35,7 +35,11 @@ class ProfileConfig(Section):
 
 
 def profile_problems(profile: str, profiles: dict[str, ProfileConfig], variants: dict[str, Any]) -> str | None:
-    """What is wrong with ``profile`` / ``profiles`` (one line naming the key), or ``None``."""
+    """What is wrong with ``profile`` / ``profiles`` (one line naming the key), or ``None``.
+
+    Only the active profile must name defined variants: a params file whose ``variants`` were trimmed (a smoke
+    run, a user's own set) keeps loading while ``paper``/``quick`` still name the full set; selecting such a
+    profile then fails here, naming what is missing."""
     if profile not in profiles:
         known = ", ".join(sorted(profiles)) or "(none)"
         return f"profile: unknown profile {profile!r}; profiles defines: {known}"
@@ -43,7 +47,7 @@ def profile_problems(profile: str, profiles: dict[str, ProfileConfig], variants:
         where = f"profiles.{name}"
         if cfg.variants is not None:
             unknown = [v for v in cfg.variants if v not in variants]
-            if unknown:
+            if unknown and name == profile:
                 return (f"{where}.variants: unknown variant(s) {', '.join(map(repr, unknown))}; "
                         f"variants defines: {', '.join(variants)}")
             if variants and "base" in variants and "base" not in cfg.variants:
