@@ -34,7 +34,10 @@ VARIANTS = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["v
 ALL_LORA = tuple(name for name, v in VARIANTS.items() if v["method"] == "lora")
 LORA_VARIANTS = ALL_LORA[:1]  # lora
 SAME_PATH = ("hard_k16", *ALL_LORA[1:])
-OTHER_VARIANTS = tuple(name for name in VARIANTS if name not in ALL_LORA + SAME_PATH)  # base, prompt, soft, hard
+# A balanced fine-tune control has no planted bias to remove in a snapshotted model: skipped with the reason.
+POSITIVE_CONTROLS = tuple(name for name, v in VARIANTS.items() if (v.get("control") or {}).get("recipe") == "balanced_finetune")
+OTHER_VARIANTS = tuple(name for name in VARIANTS if name not in ALL_LORA + SAME_PATH + POSITIVE_CONTROLS)
+# base, prompt, soft, hard, negative_control
 
 
 def build_tiny_xlmr(out: Path, texts: list[str]) -> None:
@@ -114,12 +117,17 @@ def test_masked_lm_runs_every_stage(tmp_path, mirror):
         values = json.loads((work / "metrics" / "values" / f"{variant}.json").read_text(encoding="utf-8"))
         assert "crows_pairs/pct_stereotype" in values, variant  # measured with the masked-LM metric
         assert not any(k.startswith(("gbem_ua/", "occugender/")) for k in values), variant  # skipped for a masked LM
+    for name in POSITIVE_CONTROLS:
+        control = json.loads((work / "metrics" / f"{name}.json").read_text(encoding="utf-8"))
+        assert "no planted bias" in control["skipped"] and control["metrics"] == {}, name
     calibration = (work / "reports" / "calibration.md").read_text(encoding="utf-8")
     assert "no planted bias" in calibration
 
     register = json.loads((work / "runs" / "register.json").read_text(encoding="utf-8"))
     assert set(register["versions"]) == set(OTHER_VARIANTS)
-    assert register["skipped"] == {name: LORA_ON_MASKED_LM for name in LORA_VARIANTS}
+    assert {name: reason for name, reason in register["skipped"].items() if name not in POSITIVE_CONTROLS} == {
+        name: LORA_ON_MASKED_LM for name in LORA_VARIANTS}
+    assert all("no planted bias" in register["skipped"][name] for name in POSITIVE_CONTROLS)
     report = (work / "reports" / "report.md").read_text(encoding="utf-8")
     assert all(f"**{name}** has no numbers: {LORA_ON_MASKED_LM}" in report for name in LORA_VARIANTS)
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SAME_PATH = ("hard_k16", "lora_cda", "lora_clp_cda")
 ENABLED = ("base", "soft")
-DISABLED = ("prompt", "hard", "lora", "lora_clp")
+DISABLED = ("prompt", "hard", "lora", "lora_clp", "positive_control", "negative_control")  # the gate's controls too
 
 
 def test_a_profile_runs_only_its_variants(tmp_path, mirror, tiny_causal_model, tiny_tokenizer):
