@@ -73,7 +73,7 @@ def _interpolate(value: str, env: dict[str, str]) -> str:
 
 SECRETS_ENV = {name: f"{name.lower().replace('_', '')}0123456789" for name in (
     "POSTGRES_PASSWORD", "OPTUNA_DB_PASSWORD", "MLFLOW_ADMIN_PASSWORD", "MLFLOW_SECRET_KEY",
-    "BIASLAB_WORKER_PASSWORD", "BIASLAB_PROMOTER_PASSWORD")}
+    "BIASLAB_WORKER_PASSWORD", "BIASLAB_PROMOTER_PASSWORD", "BIASLAB_EVALUATOR_PASSWORD")}
 
 
 def test_mlflow_server_uses_postgres_and_proxied_artifacts():
@@ -185,7 +185,7 @@ ENV_EXAMPLE = (ROOT / ".env.example").read_text(encoding="utf-8")
 AUTH_INI = COMPOSE["configs"]["mlflow-auth"]["content"]
 DB_SETUP_SQL = COMPOSE["configs"]["db-setup"]["content"]
 SECRET_VARIABLES = ("POSTGRES_PASSWORD", "OPTUNA_DB_PASSWORD", "MLFLOW_ADMIN_PASSWORD", "MLFLOW_SECRET_KEY",
-                    "BIASLAB_WORKER_PASSWORD", "BIASLAB_PROMOTER_PASSWORD")
+                    "BIASLAB_WORKER_PASSWORD", "BIASLAB_PROMOTER_PASSWORD", "BIASLAB_EVALUATOR_PASSWORD")
 
 
 def _required(value: str) -> str:
@@ -280,11 +280,12 @@ def test_every_client_authenticates_with_mlflows_variables():
         assert _required(env["MLFLOW_TRACKING_PASSWORD"]) == secret, name
 
 
-def test_init_creates_the_shared_resources_and_the_two_roles():
+def test_init_creates_the_shared_resources_and_the_three_roles():
     script = SERVICES["init"]["command"][-1]
     env = SERVICES["init"]["environment"]
     for user, role, variable in (("worker", "worker", "BIASLAB_WORKER_PASSWORD"),
-                                 ("promoter", "promoter", "BIASLAB_PROMOTER_PASSWORD")):
+                                 ("promoter", "promoter", "BIASLAB_PROMOTER_PASSWORD"),
+                                 ("evaluator", "evaluator", "BIASLAB_EVALUATOR_PASSWORD")):
         assert f"biaslab team setup --user {user} --role {role} --password-env {variable}" in script
         assert _required(env[variable]) == variable
     assert SERVICES["init"]["command"][:2] == ["sh", "-c"] and script.lstrip().startswith("set -e")
