@@ -186,13 +186,35 @@ def test_incomplete_upload_is_not_registered(project, monkeypatch):
     root, params = project
     real_manifest = registry.file_manifest
 
-    def manifest_with_extra_file(directory):
-        return {**real_manifest(directory), "never_uploaded.bin": (3, "0" * 64)}
+    def manifest_with_extra_file(directory, known=None):
+        return {**real_manifest(directory, known), "never_uploaded.bin": (3, "0" * 64)}
 
     monkeypatch.setattr(registry.register, "file_manifest", manifest_with_extra_file)  # what register uploads
     with pytest.raises(registry.RegistryError, match="incomplete.*never_uploaded"):
         registry.register_variants(params, root, log=tracking, flavor="artifacts", variants=["base"])
     assert MlflowClient().search_model_versions(f"name = '{params.registry.model_name}'") == []
+
+
+@pytest.mark.parametrize("flavor", ["artifacts", "transformers"])
+def test_registering_reads_each_weight_file_three_times(project, monkeypatch, flavor):
+    """Issue 41 (bytes): register hashes a weight file once in the source and once in the package's copy (the
+    copy check; both manifests reuse that hash), and once in the upload it downloads back (verify_logged)."""
+    from biaslab import registry
+    from biaslab.serving import manifest
+
+    root, params = project
+    real, reads = manifest.sha256_file, []
+
+    def counting(path):
+        if str(path).endswith(".safetensors"):
+            reads.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(manifest, "sha256_file", counting)
+    registry.register_variants(params, root, log=tracking, flavor=flavor, variants=["soft"])
+    source = root / "models" / "soft" / "model.safetensors"
+    assert reads.count(source) == 1
+    assert len(reads) == 3, reads  # the source, the package's copy, the upload downloaded back
 
 
 def test_transformers_flavor_full_model_is_loadable(project):

@@ -7,6 +7,7 @@ import contextlib
 import json
 import shutil
 import tempfile
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,18 @@ def _sha256(path: Path) -> str:
     return sha256_file(path)
 
 
-def file_manifest(directory: Path) -> dict[str, tuple[int, str]]:
-    """``{relative posix path: (size, sha256)}`` of every file under ``directory``."""
-    return {
-        p.relative_to(directory).as_posix(): (p.stat().st_size, _sha256(p))
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
+def file_manifest(directory: Path, known: Mapping[str, str] | None = None) -> dict[str, tuple[int, str]]:
+    """``{relative posix path: (size, sha256)}`` of every file under ``directory``.
+
+    ``known``: sha256 values the caller computed from these very files a moment ago (the package's serving
+    manifest, the copy check), not read again: a checkpoint-sized file costs one pass less per reuse."""
+    known = known or {}
+    manifest = {}
+    for p in sorted(directory.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(directory).as_posix()
+            manifest[rel] = (p.stat().st_size, known.get(rel) or _sha256(p))
+    return manifest
 
 
 def pip_requirements(extra: tuple[str, ...] = ()) -> list[str]:
@@ -54,17 +60,23 @@ def _copy_model_files(src: Path, dst: Path) -> None:
         shutil.copy2(file, target)
 
 
-def _check_copy(src: Path, dst: Path, prefix: str = "") -> None:
-    """Every model file of ``src`` is in ``dst`` (under ``prefix``) with identical bytes."""
+def _check_copy(src: Path, dst: Path, prefix: str = "") -> dict[str, str]:
+    """Every model file of ``src`` is in ``dst`` (under ``prefix``) with identical bytes; the copies' sha256
+    (``{path in dst: sha256}``), so the package's manifests need not read them again."""
+    hashes = {}
     for file in variant_dir.model_files(src):
         rel = file.relative_to(src).as_posix()
         copy = dst / prefix / rel
-        if not copy.is_file() or _sha256(copy) != _sha256(file):
+        digest = _sha256(copy) if copy.is_file() else None
+        if digest is None or digest != _sha256(file):
             raise RegistryError(f"package of {src} is incomplete: {prefix}{rel} missing or different")
+        hashes[f"{prefix}{rel}"] = digest
+    return hashes
 
 
-def package_variant(src: VariantSource, dst: Path, *, flavor: str, base_reference: dict[str, Any]) -> None:
-    """Build the directory that will be uploaded for ``src`` and check it against the source."""
+def package_variant(src: VariantSource, dst: Path, *, flavor: str, base_reference: dict[str, Any]) -> dict[str, str]:
+    """Build the directory that will be uploaded for ``src`` and check it against the source; the sha256 of
+    the copied model files (``{path in dst: sha256}``, computed by the check) for the manifests to reuse."""
     dst.mkdir(parents=True, exist_ok=True)
     if src.kind == "prompt":
         (dst / "prompt.json").write_text(
@@ -72,18 +84,16 @@ def package_variant(src: VariantSource, dst: Path, *, flavor: str, base_referenc
                        ensure_ascii=False, indent=2, sort_keys=True) + "\n",
             encoding="utf-8",
         )
-        return
+        return {}
     if src.kind == "overlay":
         _copy_model_files(src.model_dir, dst)
         (dst / "base_reference.json").write_text(json.dumps(base_reference, indent=2, sort_keys=True) + "\n",
                                                  encoding="utf-8")
-        _check_copy(src.model_dir, dst)
-        return
+        return _check_copy(src.model_dir, dst)
     if flavor == "artifacts":
         _copy_model_files(src.model_dir, dst)
-        _check_copy(src.model_dir, dst)
-        return
-    _save_transformers_flavor(src.model_dir, dst)
+        return _check_copy(src.model_dir, dst)
+    return _save_transformers_flavor(src.model_dir, dst)
 
 
 @contextlib.contextmanager
@@ -149,7 +159,7 @@ def licence_note(card: Any) -> str:
             "domain, Ukrainian UA-GEC texts under CC BY 4.0; docs/data.md names each source and its licence).\n")
 
 
-def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
+def _save_transformers_flavor(model_dir: Path, dst: Path) -> dict[str, str]:
     """``mlflow.transformers.save_model`` of the checkpoint *directory*: MLflow copies its files.
 
     The weights are never loaded or re-serialised: MLflow's local-checkpoint path copies the directory
@@ -183,7 +193,7 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> None:
             model_card=card,
         )
     (dst / LICENSE_FILE).write_text(licence_note(card), encoding="utf-8")
-    _check_copy(model_dir, dst, prefix="model/")
+    return _check_copy(model_dir, dst, prefix="model/")
 
 
 def _list_artifacts_recursive(client: Any, run_id: str, path: str) -> dict[str, int | None]:

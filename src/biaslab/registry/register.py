@@ -220,18 +220,20 @@ def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSou
     """
     from mlflow.store.artifact.runs_artifact_repo import RunsArtifactRepository
 
-    from biaslab.serving.manifest import write_manifest
+    from biaslab.serving.manifest import MANIFEST_FILE, read_manifest, write_manifest
     from biaslab.serving.package import package_servable
 
     artifact_path = f"variant_{src.name}"
     with tempfile.TemporaryDirectory(prefix=f"register-{src.name}-") as tmp:
         package = Path(tmp) / "package"
-        package_variant(src, package, flavor=flavor, base_reference=base_ref)
+        # the copy check hashes each copied weight file once; both manifests reuse those hashes (register
+        # reads a checkpoint-sized file: the source and the copy at the check, the upload at verify_logged)
+        copied = package_variant(src, package, flavor=flavor, base_reference=base_ref)
         if serving is not None:
             package_servable(package, src, flavor=flavor, base_reference=base_ref, model_name=model_name,
                              settings=serving, prompt_prefix=prompt_prefix or src.prompt_prefix)
-        manifest_sha256 = write_manifest(package, variant=src.name, content_hash=tags["content_hash"])
-        manifest = file_manifest(package)
+        manifest_sha256 = write_manifest(package, copied, variant=src.name, content_hash=tags["content_hash"])
+        manifest = file_manifest(package, {**read_manifest(package)["files"], MANIFEST_FILE: manifest_sha256})
         run_tags = {"content_hash": tags["content_hash"], "model_fingerprint": tags["model_fingerprint"]}
         with log.stage_run("register", variant=src.name, nested=True, tags=run_tags) as run:
             run_id = run.info.run_id

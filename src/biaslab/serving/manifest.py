@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +37,26 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def file_hashes(package: str | Path) -> dict[str, str]:
+def file_hashes(package: str | Path, known: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{posix path: sha256}`` of every file under ``package`` except the manifest itself (and MLflow's
-    :data:`MLFLOW_LOAD_FILES`)."""
+    :data:`MLFLOW_LOAD_FILES`). ``known``: values the writer of ``package`` computed from these very files
+    (its copy check), used instead of reading the file again."""
     package = Path(package)
     skipped = (MANIFEST_FILE, *MLFLOW_LOAD_FILES)
-    return {p.relative_to(package).as_posix(): sha256_file(p) for p in sorted(package.rglob("*"))
-            if p.is_file() and p.relative_to(package).as_posix() not in skipped}
+    known = known or {}
+    hashes = {}
+    for p in sorted(package.rglob("*")):
+        rel = p.relative_to(package).as_posix()
+        if p.is_file() and rel not in skipped:
+            hashes[rel] = known.get(rel) or sha256_file(p)
+    return hashes
 
 
-def write_manifest(package: str | Path, **extra: Any) -> str:
-    """Hash every file of ``package`` into its ``biaslab_manifest.json`` (plus ``extra``); returns the manifest's sha256."""
+def write_manifest(package: str | Path, known: Mapping[str, str] | None = None, **extra: Any) -> str:
+    """Hash every file of ``package`` into its ``biaslab_manifest.json`` (plus ``extra``; ``known``: see
+    :func:`file_hashes`); returns the manifest's sha256."""
     package = Path(package)
-    body = {"files": file_hashes(package), **extra}
+    body = {"files": file_hashes(package, known), **extra}
     path = package / MANIFEST_FILE
     path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return sha256_file(path)
