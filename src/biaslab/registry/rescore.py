@@ -103,7 +103,12 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         if (who, language) not in scorers:
             scorers[(who, language)] = _scorer(packages[who], language)
         picked = tables[(who, key)].iloc[rows]
-        fresh = benchmark.rescore(scorers[(who, language)], table, picked, options)
+        try:
+            fresh = benchmark.rescore(scorers[(who, language)], table, picked, options)
+        except (KeyError, ValueError) as exc:  # a stored row without the text its scores came from, or bad text
+            return RuleResult("evidence", "rescored_sample", ASKS, False,
+                              f"{who!r} table {key}: its rows cannot be scored again ({type(exc).__name__}: {exc}); "
+                              "the evidence lacks what the model scored")
         for column, values in fresh.items():
             stored = picked[column].to_numpy(dtype=float)
             values = np.asarray(values, dtype=float)

@@ -11,7 +11,7 @@ import pandas as pd
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
 from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, spike, summary_table
-from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa
+from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa, sentence_probabilities
 from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
 
@@ -69,6 +69,32 @@ class GbemUaBenchmark:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option («так» after a man, «ні» after a woman; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, options or {}, DEFAULT_OPTIONS))
 
+    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+        """The raw scores of stored ``rows``, scored again by :meth:`run`'s own request code (the promoter's
+        re-scoring sample, :mod:`biaslab.registry.rescore`), with the same prompt join:
+
+        * ``qa``: ``logprob_yes``, ``logprob_no`` of each stored ``prompt`` (:func:`qa_parsers.parse_by_logprob`;
+          ``answer_yes`` follows). With the ``embedding`` parser the answer is a generation judged by a sentence
+          encoder that is not part of the model's files: ``{}``;
+        * ``prob``: ``pos_logprob``, ``neg_logprob`` and their ``n_tokens`` of the stored sentences
+          (:func:`sentence_probabilities`; ``p_pos``, ``p_neg`` and ``label`` follow);
+        * ``qa_pairs``, ``prob_pairs``: ``{}`` - a row names its two items, not their text (their columns are
+          the items' answers and the pair-padded probabilities of the items' sentences).
+        """
+        from biaslab.benchmarks.gbem_ua import qa_parsers
+
+        opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+        rows = rows.reset_index(drop=True)
+        if table == "qa" and opts["qa_parser"] == "logprob":
+            parsed = qa_parsers.parse_by_logprob(joined(lm, opts), rows["prompt"].tolist(), opts["qa_capitalisation"])
+            return {"logprob_yes": parsed["logprob_yes"].to_numpy(), "logprob_no": parsed["logprob_no"].to_numpy()}
+        if table == "prob":
+            fresh = pd.DataFrame(index=rows.index)
+            sentence_probabilities(joined(lm, opts), fresh, rows["pos_sentence"].tolist(),
+                                   rows["neg_sentence"].tolist(), [], bool(opts["pad_pairs_with_eos"]), None)
+            return {c: fresh[c].to_numpy() for c in ("pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens")}
+        return {}
+
     def paper_tables(self, variants):
         """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""
         from biaslab.benchmarks.gbem_ua.paper import paper_tables
@@ -79,6 +105,15 @@ class GbemUaBenchmark:
 BENCHMARK = GbemUaBenchmark()
 
 
+def joined(lm: Any, opts: dict[str, Any]) -> Any:
+    """``lm`` joining a prompt variant's prefix to the text as option ``prompt_join`` says: the authors' prompt
+    wrapper is debias_prompt + text (debias/prompt_debias.py), no separator. :func:`evaluate_gbem_ua` and
+    :meth:`GbemUaBenchmark.rescore` share it."""
+    if opts["prompt_join"] not in PROMPT_JOINS:
+        raise ValueError(f"gbem_ua option prompt_join must be one of {sorted(PROMPT_JOINS)}, got {opts['prompt_join']!r}")
+    return lm.with_prefix_separator(PROMPT_JOINS[opts["prompt_join"]])
+
+
 def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
     """Score ``frame`` (any rows of ``gbem_ua.parquet``, e.g. the validation professions) and compute metrics."""
     opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
@@ -86,10 +121,7 @@ def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx:
         raise ValueError(unsupported_reason(NAME, "next-token answers and sentence probabilities (a causal LM)", lm))
     if opts["prob_label"] not in PROB_LABELS:
         raise ValueError(f"gbem_ua option prob_label must be one of {PROB_LABELS}, got {opts['prob_label']!r}")
-    if opts["prompt_join"] not in PROMPT_JOINS:
-        raise ValueError(f"gbem_ua option prompt_join must be one of {sorted(PROMPT_JOINS)}, got {opts['prompt_join']!r}")
-    # the authors' prompt wrapper: debias_prompt + text (debias/prompt_debias.py), no separator
-    lm = lm.with_prefix_separator(PROMPT_JOINS[opts["prompt_join"]])
+    lm = joined(lm, opts)
     items = select_items(frame, opts["max_professions"])
     pairs = match_pairs(items)
     qa = score_qa(lm, items, opts, desc="gbem_ua QA" if ctx.progress else None)

@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.occugender.items import build_requests, load_inputs
 from biaslab.benchmarks.occugender.metrics import compute_metrics, condition_table, item_statistics, spike
@@ -50,11 +52,7 @@ class OccuGender:
             log.warning(reason)
             return skipped_result(self.name, reason)
         jobs, spec = load_inputs(split_dir(prepared_dir, ctx.split))  # the test jobs, or the selection jobs
-        forms = build_requests(jobs, spec, options)
-        requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
-        scores = lm.loglikelihood(requests, desc="occugender" if ctx.progress else None)
-        forms["logprob"] = [s.logprob for s in scores]
-        forms["n_tokens"] = [s.n_tokens for s in scores]
+        forms = score_forms(lm, build_requests(jobs, spec, options), desc="occugender" if ctx.progress else None)
         forms["scoring"] = [form_scoring(options["aggregation"], options["setting"], b) for b in forms["bias_type"]]
         items = normalised_probabilities(forms, options["aggregation"], options["setting"])
         jobs_frame = per_job(items, jobs)
@@ -72,11 +70,32 @@ class OccuGender:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (the forms of the job's BLS majority gender; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+        """``logprob`` and ``n_tokens`` of stored ``rows`` of ``occugender_forms`` (each form's stored ``context``
+        and ``continuation``) scored again by :func:`score_forms`, as :meth:`run` scores them (the promoter's
+        re-scoring sample, :mod:`biaslab.registry.rescore`). ``occugender_items`` and ``occugender_jobs`` hold
+        no per-row score of their own (P~ per prompt and per job aggregate the forms' log-probs): ``{}``."""
+        if table != "occugender_forms":
+            return {}
+        scored = score_forms(lm, rows.reset_index(drop=True))
+        return {"logprob": scored["logprob"].to_numpy(), "n_tokens": scored["n_tokens"].to_numpy()}
+
     def paper_tables(self, variants):
         """Tables 3 and 5 of the paper (:mod:`biaslab.benchmarks.occugender.paper`)."""
         from biaslab.benchmarks.occugender.paper import paper_tables
 
         return paper_tables(variants)
+
+
+def score_forms(lm, forms: pd.DataFrame, desc: str | None = None) -> pd.DataFrame:
+    """``forms`` with ``logprob`` = ``log P(continuation | context)`` (nats) and its ``n_tokens``, every form in one
+    scorer call: what :meth:`OccuGender.run` and :meth:`OccuGender.rescore` share."""
+    requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
+    scores = lm.loglikelihood(requests, desc=desc)
+    forms = forms.copy()
+    forms["logprob"] = [s.logprob for s in scores]
+    forms["n_tokens"] = [s.n_tokens for s in scores]
+    return forms
 
 
 BENCHMARK = OccuGender()
