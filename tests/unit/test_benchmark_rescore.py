@@ -170,6 +170,9 @@ def test_an_edited_stored_value_is_refused_by_the_promoters_check(case, tmp_path
     honest = rescore.rescore_row(params, _Evidence(tables), {"base": tmp_path}, n=10_000)
     assert honest.passed and honest.estimate <= 1e-5, honest.reason
     assert "not re-scorable" not in honest.reason
+    checked = sum(len(predictions[t]) for t, columns in expected.items() if columns)
+    assert honest.reason.startswith(f"{checked} rows recomputed"), honest.reason  # rows of {} tables apart
+    assert ("without per-row scores" in honest.reason) == any(not c for c in expected.values())
     for table, columns in expected.items():
         for column in sorted(columns):
             forged = dict(tables)

@@ -10,9 +10,29 @@ biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the on
 rows again and refuses when a stored log-probability differs from the recomputed one by more than
 :data:`TOLERANCE`.
 
-Which columns are checked: the pure functions of model and item that every other column of the row derives
-from (a sentence log-likelihood: ``logprob_*`` of agreement, ``score_more``/``score_less`` of CrowS-Pairs). A
-table of a benchmark without ``rescore`` is not sampled; the row names the tables it could not check.
+Which columns are checked: every benchmark offers ``rescore``; per table it returns the stored columns that are
+pure functions of model and row, the raw scores every other column of the row derives from, recomputed by the
+benchmark's own request code (the function its ``run`` calls):
+
+* agreement ``pairs``: ``logprob_grammatical``, ``logprob_ungrammatical``; CrowS-Pairs ``crows_pairs_pairs``:
+  ``score_more``, ``score_less``; RuBia ``rubia_pairs``: ``score_pro``, ``score_anti`` (causal or masked, PPLL/MPLL
+  and normalisation as the options say);
+* OccuGender ``occugender_forms``: ``logprob``, ``n_tokens`` of each form;
+* GBEM-UA ``qa``: ``logprob_yes``, ``logprob_no`` (the ``logprob`` parser); ``prob``: ``pos_logprob``,
+  ``neg_logprob``, ``pos_n_tokens``, ``neg_n_tokens``;
+* lm_quality ``lm_quality_chunks``: ``logprob``, ``n_tokens`` of the stored chunk ``text``;
+* ClozeGender ``cloze_gender_genderlex``: ``logprob_m``/``_w``, ``n_tokens_m``/``_w``; the sentence tables
+  (``_winobias``, ``_winogender``, ``_crows``, ``_genderlex_wino``): ``logprob_<side>`` and the sentence
+  probability ``p_<side>``/``prob_<side>``.
+
+Tables with no per-row score of their own return ``{}`` and are drawn but compare nothing: OccuGender's
+``occugender_items``/``occugender_jobs`` (aggregates of the forms) and GBEM-UA's ``qa_pairs``/``prob_pairs`` (a row
+names its two items, not their text), and GBEM-UA's ``qa`` with the ``embedding`` parser (a generation judged by an
+encoder outside the model's files). Derived columns (votes, labels, pair and aggregate tables) are not re-derived
+here. A table whose rows lack what was scored (a dropped text column) is refused, not skipped; only a table of a
+benchmark without ``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one
+``language`` (none scores rows of several languages behind a prefix; agreement and lm_quality have none and get
+no prefix), so the prefix is chosen per benchmark as the evaluation chose it.
 """
 
 from __future__ import annotations
@@ -95,7 +115,7 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         return RuleResult("evidence", "rescored_sample", ASKS, True,
                           f"0 rows: the evidence has no re-scorable prediction table{note}")
     scorers: dict[tuple[str, str | None], Any] = {}
-    worst, count = 0.0, 0
+    worst, count, idle = 0.0, 0, 0
     for (who, key), rows in sample.items():
         name, _, table = key.partition("__")
         benchmark, options = benchmarks[name]
@@ -110,6 +130,9 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                               f"{who!r} table {key}: its rows cannot be scored again ({type(exc).__name__}: {exc}); "
                               "the evidence lacks what the model scored")
         for column, values in fresh.items():
+            if column not in picked.columns:
+                return RuleResult("evidence", "rescored_sample", ASKS, False,
+                                  f"{who!r} table {key}: no column {column} (a score the benchmark writes)")
             stored = picked[column].to_numpy(dtype=float)
             values = np.asarray(values, dtype=float)
             delta = np.abs(values - stored)
@@ -123,8 +146,12 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                                   f"recomputed from the verified files {values[j]!r} (|Δ| {delta[j]:.3g} > "
                                   f"{tolerance:g}); the evidence was not computed by this model")
             worst = max(worst, float(delta.max(initial=0.0)))
-        count += len(rows)
+        if fresh:
+            count += len(rows)
+        else:  # a table without per-row scores of its own (an aggregate, a pair table): nothing compared
+            idle += len(rows)
     return RuleResult("evidence", "rescored_sample", ASKS, True,
                       f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample}))}; seed "
-                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats{note}",
+                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats"
+                      f"{f'; {idle} more drawn from tables without per-row scores' if idle else ''}{note}",
                       estimate=worst)
