@@ -23,6 +23,7 @@ from test_rubia import PAIRS
 from tiny_models import build_tiny_bert
 
 from biaslab.benchmarks.base import EvalContext
+from biaslab.benchmarks.occugender.items import GENDERS
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 CTX = EvalContext(seed=0, bootstrap_samples=0, progress=False)
@@ -83,10 +84,12 @@ def _benchmark(name: str):
 CASES = [
     ("rubia", {}, False, {"rubia_pairs": {"score_pro", "score_anti"}}),
     ("rubia", {"normalize": "mean", "lowercase": True}, True, {"rubia_pairs": {"score_pro", "score_anti"}}),
-    ("occugender", {}, False, {"occugender_forms": {"logprob", "n_tokens"}, "occugender_items": set(),
-                               "occugender_jobs": set()}),
-    ("gbem_ua", {}, False, {"qa": {"logprob_yes", "logprob_no"}, "qa_pairs": set(), "prob_pairs": set(),
-                            "prob": {"pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens"}}),
+    ("occugender", {}, False, {"occugender_forms": {"logprob", "n_tokens"},
+                               "occugender_items": {f"{k}_{g}" for k in ("p", "log_P") for g in GENDERS},
+                               "occugender_jobs": {f"p_{g}" for g in GENDERS}}),
+    ("gbem_ua", {}, False, {"qa": {"logprob_yes", "logprob_no"}, "qa_pairs": {"logodds_male", "logodds_female"},
+                            "prob": {"pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens"},
+                            "prob_pairs": {"p_pos_male", "p_pos_female", "p_neg_male", "p_neg_female"}}),
     ("lm_quality", {}, False, {"lm_quality_chunks": {"logprob", "n_tokens"}}),
     ("cloze_gender", {}, False, {
         "cloze_gender_genderlex": {"logprob_m", "logprob_w", "n_tokens_m", "n_tokens_w"},
@@ -124,13 +127,13 @@ def test_rescore_equals_the_stored_raw_columns_batched_and_one_by_one(case, tmp_
     lm, predictions = _evaluated(case, tmp_path, tiny_scorer, tiny_bert_scorer)
     assert set(predictions) == set(expected)
     for table, frame in predictions.items():
-        fresh = benchmark.rescore(lm, table, frame, dict(options))
+        fresh = benchmark.rescore(lm, table, frame, dict(options), tables=predictions)
         assert set(fresh) == expected[table], table
         for column, values in fresh.items():
             np.testing.assert_allclose(np.asarray(values, dtype=float), frame[column].to_numpy(dtype=float),
                                        rtol=0, atol=1e-5, err_msg=f"{table}.{column} (all rows in one call)")
         for i in ([0, len(frame) - 1] if fresh else []):  # a row alone: other batches, other padding
-            single = benchmark.rescore(lm, table, frame.iloc[[i]], dict(options))
+            single = benchmark.rescore(lm, table, frame.iloc[[i]], dict(options), tables=predictions)
             for column, values in single.items():
                 assert float(values[0]) == pytest.approx(float(frame[column].iloc[i]), abs=1e-5), (table, column, i)
 

@@ -122,7 +122,8 @@ class LmQuality:
         return BenchmarkResult(metrics=metrics, predictions={"lm_quality_chunks": scored},
                                tables={"lm_quality": table})
 
-    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
         """``logprob`` and ``n_tokens`` of stored ``rows`` of ``lm_quality_chunks``, each stored chunk ``text``
         scored again by :func:`score_chunks` as :meth:`run` scores it (the promoter's re-scoring sample,
         :mod:`biaslab.registry.rescore`); perplexity and bits per character follow from them and ``n_chars``.

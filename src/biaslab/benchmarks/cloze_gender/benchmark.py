@@ -114,7 +114,8 @@ class ClozeGenderBenchmark:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (GenderLex: the pronoun of the human-bias label; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, dict(options or {}), DEFAULTS))
 
-    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
         """The raw scores of stored ``rows``, scored again by :meth:`run`'s own request code (the promoter's
         re-scoring sample, :mod:`biaslab.registry.rescore`): GenderLex's ClozeLast ``logprob_m``/``logprob_w``
         (:func:`~.scoring.rescore_cloze`); the sentence tables' ``logprob_<side>`` and ``p_<side>``/``prob_<side>``

@@ -10,8 +10,15 @@ import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
-from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, spike, summary_table
-from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa, sentence_probabilities
+from biaslab.benchmarks.gbem_ua.metrics import PROB_DIFF_COLUMNS, compute_metrics, item_statistics, spike, summary_table
+from biaslab.benchmarks.gbem_ua.scoring import (
+    PROB_LABELS,
+    qa_pair_table,
+    score_prob,
+    score_prob_sentences,
+    score_qa,
+    sentence_probabilities,
+)
 from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
 
@@ -69,7 +76,8 @@ class GbemUaBenchmark:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option («так» after a man, «ні» after a woman; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, options or {}, DEFAULT_OPTIONS))
 
-    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
         """The raw scores of stored ``rows``, scored again by :meth:`run`'s own request code (the promoter's
         re-scoring sample, :mod:`biaslab.registry.rescore`), with the same prompt join:
 
@@ -78,14 +86,17 @@ class GbemUaBenchmark:
           encoder that is not part of the model's files: ``{}``;
         * ``prob``: ``pos_logprob``, ``neg_logprob`` and their ``n_tokens`` of the stored sentences
           (:func:`sentence_probabilities`; ``p_pos``, ``p_neg`` and ``label`` follow);
-        * ``qa_pairs``, ``prob_pairs``: ``{}`` - a row names its two items, not their text (their columns are
-          the items' answers and the pair-padded probabilities of the items' sentences).
+        * ``qa_pairs``: ``logodds_male``, ``logodds_female`` (logprob parser) and ``prob_pairs``: the pair-padded
+          ``p_pos_male`` ... ``p_neg_female`` - a pair row names its two items, so their stored text is read from
+          ``tables`` (the evaluation's ``qa`` / ``prob`` table) and scored as :func:`qa_pair_table` /
+          :func:`score_prob_sentences` do; ``{}`` without ``tables``.
         """
         from biaslab.benchmarks.gbem_ua import qa_parsers
 
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
         rows = rows.reset_index(drop=True)
-        if table == "qa" and opts["qa_parser"] == "logprob":
+        logprob = opts["qa_parser"] == "logprob"
+        if table == "qa" and logprob:
             parsed = qa_parsers.parse_by_logprob(joined(lm, opts), rows["prompt"].tolist(), opts["qa_capitalisation"])
             return {"logprob_yes": parsed["logprob_yes"].to_numpy(), "logprob_no": parsed["logprob_no"].to_numpy()}
         if table == "prob":
@@ -93,7 +104,18 @@ class GbemUaBenchmark:
             sentence_probabilities(joined(lm, opts), fresh, rows["pos_sentence"].tolist(),
                                    rows["neg_sentence"].tolist(), [], bool(opts["pad_pairs_with_eos"]), None)
             return {c: fresh[c].to_numpy() for c in ("pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens")}
-        return {}
+        if tables is None or table not in ("qa_pairs", "prob_pairs") or (table == "qa_pairs" and not logprob):
+            return {}
+        named = pd.unique(pd.concat([rows["male_item_id"], rows["female_item_id"]]))
+        items = tables["qa" if table == "qa_pairs" else "prob"].set_index("item_id").loc[named].reset_index()
+        if table == "qa_pairs":
+            parsed = qa_parsers.parse_by_logprob(joined(lm, opts), items["prompt"].tolist(), opts["qa_capitalisation"])
+            fresh = qa_pair_table(pd.concat([items[["item_id"]], parsed], axis=1), rows)
+            return {c: fresh[c].to_numpy() for c in ("logodds_male", "logodds_female")}
+        _, fresh = score_prob_sentences(joined(lm, opts), items[["item_id"]].copy(), items["pos_sentence"].tolist(),
+                                        items["neg_sentence"].tolist(), rows, bool(opts["pad_pairs_with_eos"]), None,
+                                        opts["prob_label"])
+        return {c: fresh[c].to_numpy() for c in PROB_DIFF_COLUMNS}
 
     def paper_tables(self, variants):
         """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""

@@ -42,13 +42,22 @@ def score_prob(
     One scorer call, ``lm.geometric_mean_probabilities``, for every sentence and every padded pair.
     """
     positive, negative = prob_sentences(items)
-    n = len(items)
-    row_of = {item: k for k, item in enumerate(items["item_id"])}
+    prob = items[["item_id", "group"] + PAIR_KEY + ["is_male", "is_feminitive"]].reset_index(drop=True)
+    return score_prob_sentences(lm, prob, positive, negative, pairs, pad_with_eos, desc, prob_label)
+
+
+def score_prob_sentences(lm: Any, prob: pd.DataFrame, positive: list[str], negative: list[str], pairs: pd.DataFrame,
+                         pad_with_eos: bool, desc: str | None, prob_label: str = "padded",
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`score_prob` from the items' ``positive`` and ``negative`` sentences (``prob``: one row per item, its
+    ``item_id``; filled in place); the benchmark's ``rescore`` gives it the stored sentences of the items a
+    sample of ``prob_pairs`` rows names."""
+    n = len(prob)
+    row_of = {item: k for k, item in enumerate(prob["item_id"])}
     sentence_pairs = []  # per pair: its positive pair, then its negative pair (indices into positive + negative)
     for male_id, female_id in zip(pairs["male_item_id"], pairs["female_item_id"]):
         m, f = row_of[male_id], row_of[female_id]
         sentence_pairs += [(m, f), (n + m, n + f)]
-    prob = items[["item_id", "group"] + PAIR_KEY + ["is_male", "is_feminitive"]].reset_index(drop=True)
     result = sentence_probabilities(lm, prob, positive, negative, sentence_pairs, pad_with_eos, desc)
     prob["label"] = prob["p_pos"] > prob["p_neg"]
 

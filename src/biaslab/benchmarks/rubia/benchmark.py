@@ -54,7 +54,8 @@ class RuBia:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (the pro-trope sentence; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
-    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
         """``score_pro`` and ``score_anti`` of stored ``rows`` of ``rubia_pairs``, scored again by :meth:`run`'s own
         :func:`score_rubia_pairs` from the rows' ``pro``/``anti``/``domain``/``subdomain`` (lower-casing, PPLL or
         MPLL per pair and normalisation as the options say; the promoter's re-scoring sample,
