@@ -162,7 +162,7 @@ def _params(name: str, options: dict):
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_an_edited_stored_value_is_refused_by_the_promoters_check(case, tmp_path, tiny_scorer, tiny_bert_scorer,
                                                                   monkeypatch):
-    """Honest tables pass; one stored raw value of each re-scorable table 0.01 off is refused naming it."""
+    """Honest tables pass; one stored raw value of each table 0.01 off (a token count: 1) is refused naming it."""
     from biaslab.registry import rescore
 
     name, options, _, expected = case
@@ -176,16 +176,16 @@ def test_an_edited_stored_value_is_refused_by_the_promoters_check(case, tmp_path
     checked = sum(len(predictions[t]) for t, columns in expected.items() if columns)
     assert honest.reason.startswith(f"{checked} rows recomputed"), honest.reason  # rows of {} tables apart
     assert ("without per-row scores" in honest.reason) == any(not c for c in expected.values())
-    for table, columns in expected.items():
-        for column in sorted(columns):
-            forged = dict(tables)
-            frame = tables[f"{name}__{table}"].copy()
-            row = len(frame) // 2
-            frame.loc[row, column] = frame.loc[row, column] + (0.01 if "n_tokens" not in column else 1)
-            forged[f"{name}__{table}"] = frame
-            refused = rescore.rescore_row(params, _Evidence(forged), {"base": tmp_path}, n=10_000)
-            assert not refused.passed, (table, column)
-            assert f"table {name}__{table} row {row} column {column}" in refused.reason, refused.reason
+    for table, columns in expected.items():  # one column per table (the comparison is the same for every column)
+        column = sorted(columns)[-1]
+        forged = dict(tables)
+        frame = tables[f"{name}__{table}"].copy()
+        row = len(frame) // 2
+        frame.loc[row, column] = frame.loc[row, column] + (0.01 if "n_tokens" not in column else 1)
+        forged[f"{name}__{table}"] = frame
+        refused = rescore.rescore_row(params, _Evidence(forged), {"base": tmp_path}, n=10_000)
+        assert not refused.passed, (table, column)
+        assert f"table {name}__{table} row {row} column {column}" in refused.reason, refused.reason
 
 
 def test_a_table_without_the_scored_text_is_refused(tmp_path, tiny_scorer, monkeypatch):
