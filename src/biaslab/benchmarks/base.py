@@ -23,6 +23,12 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
   table name) as if every stereotype-consistent option had scored ``delta`` nats more, with every derived
   column recomputed - what re-scoring through :class:`~biaslab.scoring.spiked.SpikedScorer` would give
   (the calibrate stage's spike-in self-test, docs/spike_in.md);
+* ``rescore(lm, table, rows, options, tables=None) -> dict[column, array]`` (every biaslab benchmark has one):
+  the stored raw-score columns of ``rows`` of prediction table ``table`` (the log-probabilities every other
+  column derives from) recomputed by the same function ``run`` scores them with; ``tables`` (the evaluation's
+  other prediction tables of the benchmark) gives a pair or aggregate row its items' stored text; ``{}`` for a
+  table without such columns. The promoter checks a seeded sample of an evaluation's rows with it
+  (:mod:`biaslab.registry.rescore`);
 * optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
   layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
   into ``reports/paper/<paper>.md`` and ``.csv``; it knows no benchmark by name).

@@ -83,6 +83,16 @@ def compute_metrics(scored: pd.DataFrame, ctx: EvalContext) -> dict[str, MetricV
     return metrics
 
 
+def score_chunks(lm, chunks: pd.DataFrame, desc: str | None = None) -> pd.DataFrame:
+    """``chunks`` with ``logprob`` (``log P(text | BOS)``, nats), ``n_tokens`` and ``n_chars`` of each chunk's
+    ``text``, all chunks in one scorer call: what :meth:`LmQuality.run` and :meth:`LmQuality.rescore` share."""
+    scores = lm.sentence_scores(list(chunks["text"]), desc=desc)
+    return chunks.assign(
+        logprob=[s.logprob for s in scores], n_tokens=[s.n_tokens for s in scores],
+        n_chars=chunks["text"].str.len().to_numpy(dtype=np.int64),
+    )
+
+
 class LmQuality:
     name = NAME
     language = None  # no prompt prefix: plain held-out text
@@ -105,16 +115,23 @@ class LmQuality:
             chunks = chunks[chunks["language"].isin(list(opts["languages"]))]
             if chunks.empty:
                 raise ValueError(f"lm_quality: no held-out text for languages {opts['languages']}")
-        chunks = chunks.reset_index(drop=True)
-        scores = lm.sentence_scores(list(chunks["text"]), desc=NAME if ctx.progress else None)
-        scored = chunks.assign(
-            logprob=[s.logprob for s in scores], n_tokens=[s.n_tokens for s in scores],
-            n_chars=chunks["text"].str.len().to_numpy(dtype=np.int64),
-        )
+        scored = score_chunks(lm, chunks.reset_index(drop=True), desc=NAME if ctx.progress else None)
         metrics = compute_metrics(scored, ctx)
         table = pd.DataFrame([{"metric": k.split("/", 1)[1], **v.to_dict()} for k, v in metrics.items()])
-        return BenchmarkResult(metrics=metrics, predictions={"lm_quality_chunks": scored.drop(columns="text")},
+        # the chunk text stays in the table: the promoter re-scores a sample of stored chunks (rescore)
+        return BenchmarkResult(metrics=metrics, predictions={"lm_quality_chunks": scored},
                                tables={"lm_quality": table})
+
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+        """``logprob`` and ``n_tokens`` of stored ``rows`` of ``lm_quality_chunks``, each stored chunk ``text``
+        scored again by :func:`score_chunks` as :meth:`run` scores it (the promoter's re-scoring sample,
+        :mod:`biaslab.registry.rescore`); perplexity and bits per character follow from them and ``n_chars``.
+        The stored text is what is re-scored, so the check does not depend on how documents were chunked."""
+        if table != "lm_quality_chunks":
+            return {}
+        scored = score_chunks(lm, rows.reset_index(drop=True))
+        return {"logprob": scored["logprob"].to_numpy(), "n_tokens": scored["n_tokens"].to_numpy()}
 
     def item_statistics(self, options: dict[str, Any]) -> dict[str, ItemStatistic]:
         """Pooled bits per character (and per language) as statistics of the scored chunks, paired chunk by chunk

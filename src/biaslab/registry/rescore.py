@@ -3,16 +3,39 @@
 The evidence checks (:mod:`biaslab.registry.evidence_check`) prove *who* wrote an evaluate run and that its
 artifacts are the ones it bound; they cannot prove the numbers came from the model. A leaked evaluator
 credential could log a self-consistent run with made-up tables. This check closes that: for every prediction
-table whose benchmark offers ``rescore(lm, table, rows, options)`` (the benchmark's own request code, e.g.
+table whose benchmark offers ``rescore`` (the benchmark's own request code, e.g.
 :func:`biaslab.benchmarks.pair_preference.rescore_pairs`), it draws ``n`` rows overall (seed
 ``registry.bootstrap.seed``) from the variant's and the base's tables, loads each version's verified files with
 biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the one ``serve`` uses), scores the
 rows again and refuses when a stored log-probability differs from the recomputed one by more than
 :data:`TOLERANCE`.
 
-Which columns are checked: the pure functions of model and item that every other column of the row derives
-from (a sentence log-likelihood: ``logprob_*`` of agreement, ``score_more``/``score_less`` of CrowS-Pairs). A
-table of a benchmark without ``rescore`` is not sampled; the row names the tables it could not check.
+Which columns are checked: every benchmark offers ``rescore(lm, table, rows, options, tables=...)``; per table it
+returns the stored columns that are pure functions of model and row, the raw scores every other column of the
+row derives from, recomputed by the benchmark's own request code (the function its ``run`` calls). A pair or
+aggregate row names its items, whose text is in another table of the same evaluation: ``tables`` hands the
+benchmark its stored tables, and the items' text is scored and aggregated again by the same code.
+
+* agreement ``pairs``: ``logprob_grammatical``, ``logprob_ungrammatical``; CrowS-Pairs ``crows_pairs_pairs``:
+  ``score_more``, ``score_less``; RuBia ``rubia_pairs``: ``score_pro``, ``score_anti`` (causal or masked, PPLL/MPLL
+  and normalisation as the options say);
+* OccuGender ``occugender_forms``: ``logprob``, ``n_tokens`` of each form; ``occugender_items``: ``log_P_<g>``,
+  ``p_<g>``; ``occugender_jobs``: ``p_<g>`` (their forms scored and aggregated again);
+* GBEM-UA ``qa``: ``logprob_yes``, ``logprob_no``; ``qa_pairs``: ``logodds_male``, ``logodds_female`` (both with the
+  ``logprob`` parser; the ``embedding`` parser's answer is a generation judged by an encoder outside the model's
+  files: ``{}``); ``prob``: ``pos_logprob``, ``neg_logprob``, ``pos_n_tokens``, ``neg_n_tokens``; ``prob_pairs``:
+  the pair-padded ``p_pos_male``, ``p_pos_female``, ``p_neg_male``, ``p_neg_female``;
+* lm_quality ``lm_quality_chunks``: ``logprob``, ``n_tokens`` of the stored chunk ``text``;
+* ClozeGender ``cloze_gender_genderlex``: ``logprob_m``/``_w``, ``n_tokens_m``/``_w``; the sentence tables
+  (``_winobias``, ``_winogender``, ``_crows``, ``_genderlex_wino``): ``logprob_<side>`` and the sentence
+  probability ``p_<side>``/``prob_<side>``.
+
+Columns that follow from these by arithmetic (votes, labels, preferences, gaps) are not compared; a table that
+returns ``{}`` compares nothing and its drawn rows are counted apart. A table whose rows lack what was scored (a
+dropped text column, a missing score column) is refused, not skipped; only a table of a benchmark without
+``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one ``language`` (none
+scores rows of several languages behind a prefix; agreement and lm_quality have none and get no prefix), so the
+prefix is chosen per benchmark as the evaluation chose it.
 """
 
 from __future__ import annotations
@@ -95,7 +118,13 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         return RuleResult("evidence", "rescored_sample", ASKS, True,
                           f"0 rows: the evidence has no re-scorable prediction table{note}")
     scorers: dict[tuple[str, str | None], Any] = {}
-    worst, count = 0.0, 0
+
+    def siblings(who: str, name: str) -> dict[str, Any]:
+        """Every stored table of benchmark ``name`` in ``who``'s evidence, by bare name: a pair or aggregate row
+        names its items, whose text is in another table."""
+        return {k.partition("__")[2]: f for (w, k), f in tables.items() if w == who and k.partition("__")[0] == name}
+
+    worst, count, idle = 0.0, 0, 0
     for (who, key), rows in sample.items():
         name, _, table = key.partition("__")
         benchmark, options = benchmarks[name]
@@ -103,8 +132,17 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         if (who, language) not in scorers:
             scorers[(who, language)] = _scorer(packages[who], language)
         picked = tables[(who, key)].iloc[rows]
-        fresh = benchmark.rescore(scorers[(who, language)], table, picked, options)
+        try:
+            fresh = benchmark.rescore(scorers[(who, language)], table, picked, options,
+                                      tables=siblings(who, name))
+        except (KeyError, ValueError) as exc:  # a stored row without the text its scores came from, or bad text
+            return RuleResult("evidence", "rescored_sample", ASKS, False,
+                              f"{who!r} table {key}: its rows cannot be scored again ({type(exc).__name__}: {exc}); "
+                              "the evidence lacks what the model scored")
         for column, values in fresh.items():
+            if column not in picked.columns:
+                return RuleResult("evidence", "rescored_sample", ASKS, False,
+                                  f"{who!r} table {key}: no column {column} (a score the benchmark writes)")
             stored = picked[column].to_numpy(dtype=float)
             values = np.asarray(values, dtype=float)
             delta = np.abs(values - stored)
@@ -118,8 +156,12 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                                   f"recomputed from the verified files {values[j]!r} (|Δ| {delta[j]:.3g} > "
                                   f"{tolerance:g}); the evidence was not computed by this model")
             worst = max(worst, float(delta.max(initial=0.0)))
-        count += len(rows)
+        if fresh:
+            count += len(rows)
+        else:  # a table without per-row scores of its own (an aggregate, a pair table): nothing compared
+            idle += len(rows)
     return RuleResult("evidence", "rescored_sample", ASKS, True,
                       f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample}))}; seed "
-                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats{note}",
+                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats"
+                      f"{f'; {idle} more drawn from tables without per-row scores' if idle else ''}{note}",
                       estimate=worst)

@@ -93,7 +93,8 @@ class Agreement:
         return out
 
 
-    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, np.ndarray]:
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, np.ndarray]:
         """``logprob_grammatical`` and ``logprob_ungrammatical`` of stored ``rows`` of ``table``, scored again
         exactly as :meth:`run` scores them (the promoter's re-scoring sample; ``margin`` and ``correct`` follow)."""
         if table != TABLE:

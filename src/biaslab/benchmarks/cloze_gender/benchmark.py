@@ -14,7 +14,7 @@ from .crows import crows_items, crows_metrics, crows_predictions, read_concepts
 from .genderlex import genderlex_item_statistics, genderlex_metrics, genderlex_predictions, spike, wino_predictions
 from .items import cloze_items, read_table
 from .options import DEFAULTS, NAME, OPTIONAL_DATASETS, validate
-from .scoring import score_cloze, score_sentences
+from .scoring import queued_sentences, rescore_cloze, rescore_sentences, score_cloze, score_sentences
 from .winobias_winogender import (
     winobias_item_statistics,
     winobias_metrics,
@@ -22,6 +22,11 @@ from .winobias_winogender import (
     winogender_metrics,
     winogender_predictions,
 )
+
+# prediction table -> the dataset whose sentences it scores (GenderLex's ClozeLast table aside)
+PREDICTION_DATASETS = {f"{NAME}_winobias": "winobias", f"{NAME}_winogender": "winogender",
+                       f"{NAME}_genderlex_wino": "genderlex_wino", f"{NAME}_crows": "crows_pairs"}
+
 
 class ClozeGenderBenchmark:
     name = NAME
@@ -53,16 +58,7 @@ class ClozeGenderBenchmark:
         # 1. requests: ClozeLast pronouns (one call) and whole sentences (one call)
         items = cloze_items(tables["genderlex"]) if "genderlex" in tables else None
         cloze_scores = score_cloze(lm, items) if items is not None else []
-        sentences: list[str] = []
-        if "winobias" in tables:
-            sentences += list(tables["winobias"]["pro_sentence"]) + list(tables["winobias"]["anti_sentence"])
-        if "winogender" in tables:
-            wg = tables["winogender"]
-            sentences += list(wg["sentence_male"]) + list(wg["sentence_female"]) + list(wg["sentence_neutral"])
-        for d in ("genderlex_wino", "crows_pairs"):
-            if d in tables:
-                sentences += list(tables[d]["sent_m"]) + list(tables[d]["sent_w"])
-        sent_scores = score_sentences(lm, sentences, opts["sentence_prob"])
+        sent_scores = score_sentences(lm, queued_sentences(tables), opts["sentence_prob"])
 
         # 2. static vectors for every word sim() or WEAT needs
         words = set(male_attr) | set(female_attr) if opts["weat"] == "effect_size" else set()
@@ -117,6 +113,22 @@ class ClozeGenderBenchmark:
     def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (GenderLex: the pronoun of the human-bias label; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, dict(options or {}), DEFAULTS))
+
+    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+        """The raw scores of stored ``rows``, scored again by :meth:`run`'s own request code (the promoter's
+        re-scoring sample, :mod:`biaslab.registry.rescore`): GenderLex's ClozeLast ``logprob_m``/``logprob_w``
+        (:func:`~.scoring.rescore_cloze`); the sentence tables' ``logprob_<side>`` and ``p_<side>``/``prob_<side>``
+        (:func:`~.scoring.rescore_sentences`, ``sentence_prob`` as the options say: the authors' mean is not a
+        function of the log-prob, so both are checked). CGS, preferences and matches follow from them and the
+        static vectors."""
+        opts = check_options(NAME, dict(options or {}), DEFAULTS)
+        validate(opts)
+        rows = rows.reset_index(drop=True)
+        if table == f"{NAME}_genderlex":
+            return rescore_cloze(lm, rows)
+        dataset = PREDICTION_DATASETS.get(table)
+        return rescore_sentences(lm, rows, dataset, opts["sentence_prob"]) if dataset else {}
 
     def paper_tables(self, variants):
         """The paper's Tables 2, 4 and 5 for every evaluated variant (:mod:`biaslab.benchmarks.cloze_gender.paper`)."""

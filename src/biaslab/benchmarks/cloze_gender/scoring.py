@@ -14,6 +14,17 @@ import pandas as pd
 
 from biaslab.scoring.protocol import ItemError
 
+# dataset -> per scored sentence column: (sentence column, its log-prob column, its probability column) in the
+# prediction table; the datasets in the order ``run`` queues their sentences for its one scorer call
+SENTENCE_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "winobias": (("pro_sentence", "logprob_pro", "prob_pro"), ("anti_sentence", "logprob_anti", "prob_anti")),
+    "winogender": (("sentence_male", "logprob_male", "prob_male"), ("sentence_female", "logprob_female", "prob_female"),
+                   ("sentence_neutral", "logprob_neutral", "prob_neutral")),
+    "genderlex_wino": (("sent_m", "logprob_m", "p_m"), ("sent_w", "logprob_w", "p_w")),
+    "crows_pairs": (("sent_m", "logprob_m", "p_m"), ("sent_w", "logprob_w", "p_w")),
+}
+
+
 @dataclass
 class SentenceScores:
     """Per-sentence probability (as defined by ``sentence_prob``) with its log-prob sum and token count."""
@@ -83,3 +94,32 @@ def score_sentences(lm, sentences: Sequence[str], mode: str) -> SentenceScores:
         n_tokens[s] = len(kept)
         prob[s] = float(np.mean(kept)) if kept else float("nan")
     return SentenceScores(prob, logprob, n_tokens)
+
+
+def queued_sentences(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Every sentence of the sentence-scored datasets among ``tables``, in :data:`SENTENCE_COLUMNS` order."""
+    return [s for d, sides in SENTENCE_COLUMNS.items() if d in tables for column, _, _ in sides for s in tables[d][column]]
+
+
+def rescore_sentences(lm, rows: pd.DataFrame, dataset: str, mode: str) -> dict[str, np.ndarray]:
+    """The log-prob and probability columns of stored ``rows`` of ``dataset``'s prediction table, their sentences
+    scored again by :func:`score_sentences` (as ``run`` scores them, mode ``sentence_prob``)."""
+    scores = score_sentences(lm, queued_sentences({dataset: rows}), mode)
+    out: dict[str, np.ndarray] = {}
+    for column, logprob, prob in SENTENCE_COLUMNS[dataset]:
+        out[logprob] = rows[column].map(scores.logprob).to_numpy(dtype=float)
+        out[prob] = rows[column].map(scores.prob).to_numpy(dtype=float)
+    return out
+
+
+def rescore_cloze(lm, rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """``logprob_m``/``logprob_w`` and ``n_tokens_m``/``n_tokens_w`` of stored GenderLex rows: their ClozeLast
+    items rebuilt from ``sent_m``/``sent_w`` (:func:`~.items.cloze_items`) and scored by :func:`score_cloze`."""
+    from .items import cloze_items
+
+    items = cloze_items(rows.reset_index(drop=True))
+    scores, n = score_cloze(lm, items), len(items)
+    return {"logprob_m": np.array([s.logprob for s in scores[:n]], dtype=float),
+            "logprob_w": np.array([s.logprob for s in scores[n:]], dtype=float),
+            "n_tokens_m": np.array([s.n_tokens for s in scores[:n]], dtype=float),
+            "n_tokens_w": np.array([s.n_tokens for s in scores[n:]], dtype=float)}

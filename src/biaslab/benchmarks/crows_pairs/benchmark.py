@@ -52,7 +52,8 @@ class CrowsPairs:
         return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
 
-    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any]) -> dict[str, Any]:
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
         """``score_more`` and ``score_less`` of stored ``rows`` of ``table``, scored again exactly as :meth:`run`
         scores them (the promoter's re-scoring sample; the votes and ``likelihood_diff`` follow from them)."""
         if table != "crows_pairs_pairs":

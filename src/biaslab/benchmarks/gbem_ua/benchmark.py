@@ -10,8 +10,15 @@ import pandas as pd
 
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
 from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pairs, select_items
-from biaslab.benchmarks.gbem_ua.metrics import compute_metrics, item_statistics, spike, summary_table
-from biaslab.benchmarks.gbem_ua.scoring import PROB_LABELS, qa_pair_table, score_prob, score_qa
+from biaslab.benchmarks.gbem_ua.metrics import PROB_DIFF_COLUMNS, compute_metrics, item_statistics, spike, summary_table
+from biaslab.benchmarks.gbem_ua.scoring import (
+    PROB_LABELS,
+    qa_pair_table,
+    score_prob,
+    score_prob_sentences,
+    score_qa,
+    sentence_probabilities,
+)
 from biaslab.data.splits import split_dir
 from biaslab.scoring.protocol import LOGLIKELIHOOD, PAIR_PADDING, unsupported_reason
 
@@ -69,6 +76,47 @@ class GbemUaBenchmark:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option («так» after a man, «ні» after a woman; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, options or {}, DEFAULT_OPTIONS))
 
+    def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+        """The raw scores of stored ``rows``, scored again by :meth:`run`'s own request code (the promoter's
+        re-scoring sample, :mod:`biaslab.registry.rescore`), with the same prompt join:
+
+        * ``qa``: ``logprob_yes``, ``logprob_no`` of each stored ``prompt`` (:func:`qa_parsers.parse_by_logprob`;
+          ``answer_yes`` follows). With the ``embedding`` parser the answer is a generation judged by a sentence
+          encoder that is not part of the model's files: ``{}``;
+        * ``prob``: ``pos_logprob``, ``neg_logprob`` and their ``n_tokens`` of the stored sentences
+          (:func:`sentence_probabilities`; ``p_pos``, ``p_neg`` and ``label`` follow);
+        * ``qa_pairs``: ``logodds_male``, ``logodds_female`` (logprob parser) and ``prob_pairs``: the pair-padded
+          ``p_pos_male`` ... ``p_neg_female`` - a pair row names its two items, so their stored text is read from
+          ``tables`` (the evaluation's ``qa`` / ``prob`` table) and scored as :func:`qa_pair_table` /
+          :func:`score_prob_sentences` do; ``{}`` without ``tables``.
+        """
+        from biaslab.benchmarks.gbem_ua import qa_parsers
+
+        opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+        rows = rows.reset_index(drop=True)
+        logprob = opts["qa_parser"] == "logprob"
+        if table == "qa" and logprob:
+            parsed = qa_parsers.parse_by_logprob(joined(lm, opts), rows["prompt"].tolist(), opts["qa_capitalisation"])
+            return {"logprob_yes": parsed["logprob_yes"].to_numpy(), "logprob_no": parsed["logprob_no"].to_numpy()}
+        if table == "prob":
+            fresh = pd.DataFrame(index=rows.index)
+            sentence_probabilities(joined(lm, opts), fresh, rows["pos_sentence"].tolist(),
+                                   rows["neg_sentence"].tolist(), [], bool(opts["pad_pairs_with_eos"]), None)
+            return {c: fresh[c].to_numpy() for c in ("pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens")}
+        if tables is None or table not in ("qa_pairs", "prob_pairs") or (table == "qa_pairs" and not logprob):
+            return {}
+        named = pd.unique(pd.concat([rows["male_item_id"], rows["female_item_id"]]))
+        items = tables["qa" if table == "qa_pairs" else "prob"].set_index("item_id").loc[named].reset_index()
+        if table == "qa_pairs":
+            parsed = qa_parsers.parse_by_logprob(joined(lm, opts), items["prompt"].tolist(), opts["qa_capitalisation"])
+            fresh = qa_pair_table(pd.concat([items[["item_id"]], parsed], axis=1), rows)
+            return {c: fresh[c].to_numpy() for c in ("logodds_male", "logodds_female")}
+        _, fresh = score_prob_sentences(joined(lm, opts), items[["item_id"]].copy(), items["pos_sentence"].tolist(),
+                                        items["neg_sentence"].tolist(), rows, bool(opts["pad_pairs_with_eos"]), None,
+                                        opts["prob_label"])
+        return {c: fresh[c].to_numpy() for c in PROB_DIFF_COLUMNS}
+
     def paper_tables(self, variants):
         """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""
         from biaslab.benchmarks.gbem_ua.paper import paper_tables
@@ -79,6 +127,15 @@ class GbemUaBenchmark:
 BENCHMARK = GbemUaBenchmark()
 
 
+def joined(lm: Any, opts: dict[str, Any]) -> Any:
+    """``lm`` joining a prompt variant's prefix to the text as option ``prompt_join`` says: the authors' prompt
+    wrapper is debias_prompt + text (debias/prompt_debias.py), no separator. :func:`evaluate_gbem_ua` and
+    :meth:`GbemUaBenchmark.rescore` share it."""
+    if opts["prompt_join"] not in PROMPT_JOINS:
+        raise ValueError(f"gbem_ua option prompt_join must be one of {sorted(PROMPT_JOINS)}, got {opts['prompt_join']!r}")
+    return lm.with_prefix_separator(PROMPT_JOINS[opts["prompt_join"]])
+
+
 def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
     """Score ``frame`` (any rows of ``gbem_ua.parquet``, e.g. the validation professions) and compute metrics."""
     opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
@@ -86,10 +143,7 @@ def evaluate_gbem_ua(lm: Any, frame: pd.DataFrame, options: dict[str, Any], ctx:
         raise ValueError(unsupported_reason(NAME, "next-token answers and sentence probabilities (a causal LM)", lm))
     if opts["prob_label"] not in PROB_LABELS:
         raise ValueError(f"gbem_ua option prob_label must be one of {PROB_LABELS}, got {opts['prob_label']!r}")
-    if opts["prompt_join"] not in PROMPT_JOINS:
-        raise ValueError(f"gbem_ua option prompt_join must be one of {sorted(PROMPT_JOINS)}, got {opts['prompt_join']!r}")
-    # the authors' prompt wrapper: debias_prompt + text (debias/prompt_debias.py), no separator
-    lm = lm.with_prefix_separator(PROMPT_JOINS[opts["prompt_join"]])
+    lm = joined(lm, opts)
     items = select_items(frame, opts["max_professions"])
     pairs = match_pairs(items)
     qa = score_qa(lm, items, opts, desc="gbem_ua QA" if ctx.progress else None)

@@ -42,20 +42,23 @@ def score_prob(
     One scorer call, ``lm.geometric_mean_probabilities``, for every sentence and every padded pair.
     """
     positive, negative = prob_sentences(items)
-    n = len(items)
-    row_of = {item: k for k, item in enumerate(items["item_id"])}
+    prob = items[["item_id", "group"] + PAIR_KEY + ["is_male", "is_feminitive"]].reset_index(drop=True)
+    return score_prob_sentences(lm, prob, positive, negative, pairs, pad_with_eos, desc, prob_label)
+
+
+def score_prob_sentences(lm: Any, prob: pd.DataFrame, positive: list[str], negative: list[str], pairs: pd.DataFrame,
+                         pad_with_eos: bool, desc: str | None, prob_label: str = "padded",
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`score_prob` from the items' ``positive`` and ``negative`` sentences (``prob``: one row per item, its
+    ``item_id``; filled in place); the benchmark's ``rescore`` gives it the stored sentences of the items a
+    sample of ``prob_pairs`` rows names."""
+    n = len(prob)
+    row_of = {item: k for k, item in enumerate(prob["item_id"])}
     sentence_pairs = []  # per pair: its positive pair, then its negative pair (indices into positive + negative)
     for male_id, female_id in zip(pairs["male_item_id"], pairs["female_item_id"]):
         m, f = row_of[male_id], row_of[female_id]
         sentence_pairs += [(m, f), (n + m, n + f)]
-    result = lm.geometric_mean_probabilities(positive + negative, sentence_pairs, pad_with_eos, desc=desc)
-
-    prob = items[["item_id", "group"] + PAIR_KEY + ["is_male", "is_feminitive"]].reset_index(drop=True)
-    for offset, polarity, sentences in ((0, "pos", positive), (n, "neg", negative)):
-        prob[f"{polarity}_sentence"] = sentences
-        prob[f"{polarity}_logprob"] = [result.sentences[offset + k].logprob for k in range(n)]
-        prob[f"{polarity}_n_tokens"] = [result.sentences[offset + k].n_tokens for k in range(n)]
-        prob[f"p_{polarity}"] = [result.geometric_mean(offset + k) for k in range(n)]
+    result = sentence_probabilities(lm, prob, positive, negative, sentence_pairs, pad_with_eos, desc)
     prob["label"] = prob["p_pos"] > prob["p_neg"]
 
     label = prob.set_index("item_id")["label"]
@@ -66,6 +69,22 @@ def score_prob(
             table[f"{polarity}_{side}_eos_pad"] = [pair[k].n_pad for pair in padded]
             table[f"p_{polarity}_{side}"] = [pair[k].probability for pair in padded]
     return prob, pair_labels(table, label, prob_label)
+
+
+def sentence_probabilities(lm: Any, prob: pd.DataFrame, positive: list[str], negative: list[str],
+                           sentence_pairs: list[tuple[int, int]], pad_with_eos: bool, desc: str | None) -> Any:
+    """Score ``positive + negative`` (and the pair-padded ``sentence_pairs``) in one scorer call,
+    ``lm.geometric_mean_probabilities``; write ``<pos|neg>_sentence``, ``_logprob``, ``_n_tokens`` and ``p_<pos|neg>``
+    into ``prob`` (one row per item) and return the scorer's result. :func:`score_prob` and the benchmark's
+    ``rescore`` (the stored sentences of sampled ``prob`` rows, no pairs) share it."""
+    n = len(positive)
+    result = lm.geometric_mean_probabilities(positive + negative, sentence_pairs, pad_with_eos, desc=desc)
+    for offset, polarity, sentences in ((0, "pos", positive), (n, "neg", negative)):
+        prob[f"{polarity}_sentence"] = sentences
+        prob[f"{polarity}_logprob"] = [result.sentences[offset + k].logprob for k in range(n)]
+        prob[f"{polarity}_n_tokens"] = [result.sentences[offset + k].n_tokens for k in range(n)]
+        prob[f"p_{polarity}"] = [result.geometric_mean(offset + k) for k in range(n)]
+    return result
 
 
 def pair_labels(table: pd.DataFrame, unpadded: pd.Series, rule: str) -> pd.DataFrame:

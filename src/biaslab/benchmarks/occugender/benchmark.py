@@ -6,8 +6,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options, skipped_result
-from biaslab.benchmarks.occugender.items import build_requests, load_inputs
+from biaslab.benchmarks.occugender.items import GENDERS, build_requests, load_inputs
 from biaslab.benchmarks.occugender.metrics import compute_metrics, condition_table, item_statistics, spike
 from biaslab.benchmarks.occugender.scoring import AGGREGATIONS, form_scoring, normalised_probabilities, per_job
 from biaslab.data.splits import split_dir
@@ -50,12 +52,7 @@ class OccuGender:
             log.warning(reason)
             return skipped_result(self.name, reason)
         jobs, spec = load_inputs(split_dir(prepared_dir, ctx.split))  # the test jobs, or the selection jobs
-        forms = build_requests(jobs, spec, options)
-        requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
-        scores = lm.loglikelihood(requests, desc="occugender" if ctx.progress else None)
-        forms["logprob"] = [s.logprob for s in scores]
-        forms["n_tokens"] = [s.n_tokens for s in scores]
-        forms["scoring"] = [form_scoring(options["aggregation"], options["setting"], b) for b in forms["bias_type"]]
+        forms = score_forms(lm, build_requests(jobs, spec, options), options, desc="occugender" if ctx.progress else None)
         items = normalised_probabilities(forms, options["aggregation"], options["setting"])
         jobs_frame = per_job(items, jobs)
         return BenchmarkResult(
@@ -72,11 +69,47 @@ class OccuGender:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (the forms of the job's BLS majority gender; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+        """The raw scores of stored ``rows``, scored again by :func:`score_forms`, as :meth:`run` scores them (the
+        promoter's re-scoring sample, :mod:`biaslab.registry.rescore`): ``occugender_forms``: ``logprob`` and
+        ``n_tokens`` of each form's stored ``context`` and ``continuation``; ``occugender_items``: ``log_P_<g>``
+        and ``p_<g>``, ``occugender_jobs``: ``p_<g>`` - aggregates of forms, so the forms they aggregate (the
+        stored text of ``tables["occugender_forms"]``) are scored again and aggregated by the same code
+        (``{}`` without ``tables``)."""
+        options = check_options(self.name, options, DEFAULT_OPTIONS)
+        rows = rows.reset_index(drop=True)
+        if table == "occugender_forms":
+            forms = score_forms(lm, rows, options)
+            return {"logprob": forms["logprob"].to_numpy(), "n_tokens": forms["n_tokens"].to_numpy()}
+        if tables is None or table not in ("occugender_items", "occugender_jobs"):
+            return {}
+        keys = ["condition", "job", "bias_type"] + (["prompt_id"] if table == "occugender_items" else [])
+        forms = tables["occugender_forms"].merge(rows[keys].drop_duplicates(), on=keys)
+        jobs = rows[["job", "group", "female_ratio"]].drop_duplicates("job") if table == "occugender_jobs" else None
+        items = normalised_probabilities(score_forms(lm, forms, options), options["aggregation"], options["setting"])
+        fresh = rows[keys].merge(per_job(items, jobs) if jobs is not None else items, on=keys, how="left")
+        columns = [f"p_{g}" for g in GENDERS] + ([f"log_P_{g}" for g in GENDERS] if jobs is None else [])
+        return {c: fresh[c].to_numpy() for c in columns}
+
     def paper_tables(self, variants):
         """Tables 3 and 5 of the paper (:mod:`biaslab.benchmarks.occugender.paper`)."""
         from biaslab.benchmarks.occugender.paper import paper_tables
 
         return paper_tables(variants)
+
+
+def score_forms(lm, forms: pd.DataFrame, options: dict[str, Any], desc: str | None = None) -> pd.DataFrame:
+    """``forms`` with ``logprob`` = ``log P(continuation | context)`` (nats), its ``n_tokens`` and how the form's
+    probability is aggregated (``scoring``), every form in one scorer call: what :meth:`OccuGender.run` and
+    :meth:`OccuGender.rescore` share (both then aggregate with :func:`normalised_probabilities` and :func:`per_job`)."""
+    requests = [Request(c, x) for c, x in zip(forms["context"], forms["continuation"])]
+    scores = lm.loglikelihood(requests, desc=desc)
+    forms = forms.copy()
+    forms["logprob"] = [s.logprob for s in scores]
+    forms["n_tokens"] = [s.n_tokens for s in scores]
+    forms["scoring"] = [form_scoring(options["aggregation"], options["setting"], b) for b in forms["bias_type"]]
+    return forms
 
 
 BENCHMARK = OccuGender()

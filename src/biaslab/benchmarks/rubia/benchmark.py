@@ -37,17 +37,8 @@ class RuBia:
             if not isinstance(options[flag], bool):
                 raise ValueError(f"rubia option {flag} must be true or false")
         pairs = load_pairs(prepared_dir, options["drop_defective"])
-        pro, anti = pairs["pro"].tolist(), pairs["anti"].tolist()
-        if options["lowercase"]:
-            pro, anti = [t.lower() for t in pro], [t.lower() for t in anti]
-        scored = score_pairs(
-            lm, pro, anti, masked_methods(pairs, options),
-            normalize=options["normalize"], desc="rubia" if ctx.progress else None,
-        )
-        predictions = pd.concat([pairs, scored], axis=1).rename(
-            columns={"score_first": "score_pro", "score_second": "score_anti", "n_first": "n_pro",
-                     "n_second": "n_anti", "first_preferred": "prefers_pro"}
-        )
+        scored = score_rubia_pairs(lm, pairs, options, desc="rubia" if ctx.progress else None)
+        predictions = pd.concat([pairs, scored], axis=1)
         key = predictions["domain"] + "/" + predictions["subdomain"]
         predictions["in_aggregates"] = ~predictions["is_duplicate"] & ~key.isin(options["exclude_from_aggregates"])
         metrics, table = compute_metrics(predictions, ctx)
@@ -63,11 +54,34 @@ class RuBia:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (the pro-trope sentence; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(self.name, options, DEFAULT_OPTIONS))
 
+    def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
+                tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
+        """``score_pro`` and ``score_anti`` of stored ``rows`` of ``rubia_pairs``, scored again by :meth:`run`'s own
+        :func:`score_rubia_pairs` from the rows' ``pro``/``anti``/``domain``/``subdomain`` (lower-casing, PPLL or
+        MPLL per pair and normalisation as the options say; the promoter's re-scoring sample,
+        :mod:`biaslab.registry.rescore`). ``prefers_pro`` follows from them."""
+        if table != "rubia_pairs":
+            return {}
+        scored = score_rubia_pairs(lm, rows.reset_index(drop=True), check_options(self.name, options, DEFAULT_OPTIONS))
+        return {"score_pro": scored["score_pro"].to_numpy(), "score_anti": scored["score_anti"].to_numpy()}
+
     def paper_tables(self, variants):
         """The paper's Table 1 for every evaluated variant (:mod:`biaslab.benchmarks.rubia.paper`)."""
         from biaslab.benchmarks.rubia.paper import paper_tables
 
         return paper_tables(variants)
+
+
+def score_rubia_pairs(lm, pairs: pd.DataFrame, options: dict[str, Any], desc: str | None = None) -> pd.DataFrame:
+    """Both sentences of every pair scored in one scorer call (:func:`score_pairs`): ``method``, ``score_pro``,
+    ``score_anti``, ``n_pro``, ``n_anti``, ``prefers_pro``, one row per pair of ``pairs`` (its ``pro``, ``anti``,
+    ``domain``, ``subdomain``), as :meth:`RuBia.run` and :meth:`RuBia.rescore` both score them."""
+    pro, anti = pairs["pro"].tolist(), pairs["anti"].tolist()
+    if options["lowercase"]:
+        pro, anti = [t.lower() for t in pro], [t.lower() for t in anti]
+    scored = score_pairs(lm, pro, anti, masked_methods(pairs, options), normalize=options["normalize"], desc=desc)
+    return scored.rename(columns={"score_first": "score_pro", "score_second": "score_anti", "n_first": "n_pro",
+                                  "n_second": "n_anti", "first_preferred": "prefers_pro"})
 
 
 BENCHMARK = RuBia()
