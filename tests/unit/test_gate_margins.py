@@ -68,6 +68,19 @@ def test_error_rates_count_a_a_refusals_against_committed_and_left_out_margins()
     assert "| 1 of 4 rule evaluations (1 of 4 pairs) |" in text and "| 0 of 3 |" in text
 
 
+def test_a_negative_control_refused_only_by_the_bias_rule_is_a_false_approval_of_the_harm_rules():
+    from biaslab.calibration.controls import ControlCheck
+    from biaslab.registry.error_rates import render_markdown
+
+    by_bias = ControlCheck("negative_control", "negative", approved=False, ok=True, deciding=(), message="",
+                           harm_caught=False)
+    by_harm = ControlCheck("noised_more", "negative", approved=False, ok=True, deciding=(), message="",
+                           harm_caught=True)
+    text = render_markdown(None, None, [by_bias, by_harm])
+    assert "| false approval (whole gate) | negative controls | 0 of 2 |" in text
+    assert "| false approval (harm rules) | negative controls: no harm rule refused it | 1 of 2 |" in text
+
+
 def test_spike_ins_of_bias_beyond_the_margin_are_refused_by_the_spill_over_rule(tmp_path):
     """RuBia's stored base predictions (a fake scorer) spiked by δ: the spill-over rule approves δ = 0 and
     refuses every spike whose point Δ badness exceeds the margin; the count of false approvals is 0."""

@@ -150,9 +150,12 @@ def render_markdown(aa: Mapping[str, Any] | None, spikes: Mapping[str, Any] | No
         lines.append(f"| false approval (spill-over) | spike-ins into the base's stored predictions, point harm beyond "
                      f"the margin | {spikes['false_approvals']} of {spikes['harmful']} |")
     negatives = [c for c in controls if c.role == "negative"]
-    if negatives:
+    if negatives:  # the whole gate may refuse a negative control by its bias rule while every harm rule misses it
         wrong = sum(not c.ok for c in negatives)
-        lines.append(f"| false approval (harm rules) | negative controls | {wrong} of {len(negatives)} |")
+        missed = sum(c.harm_caught is False or not c.ok for c in negatives)
+        lines.append(f"| false approval (whole gate) | negative controls | {wrong} of {len(negatives)} |")
+        lines.append(f"| false approval (harm rules) | negative controls: no harm rule refused it | {missed} of "
+                     f"{len(negatives)} |")
     positives = [c for c in controls if c.role == "positive"]
     if positives:
         lines.append(f"| false refusal (whole gate) | positive controls | {sum(not c.ok for c in positives)} of "
