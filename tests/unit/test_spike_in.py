@@ -180,6 +180,12 @@ def test_a_metric_that_moves_against_the_stereotype_fails_naming_the_family_and_
                                        confidence=0.95)
     assert not untouched.points and "leaves 'rubia_pairs' as it is" in untouched.note
     spike_in.check([untouched])  # nothing to spike is reported, not failed
+    empty = {name: table.iloc[:0] for name, table in result.predictions.items()}  # a metric on no items: NaN
+    nothing = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric], empty,
+                                     lambda t, d: BENCHMARK.spike(t, d, {}), DELTAS,
+                                     stored=MetricValue(float("nan"), "target"), samples=20, seed=0, confidence=0.95)
+    assert not nothing.points and "not a number on the stored predictions (0 rows)" in nothing.note
+    spike_in.check([nothing])  # a sampled run with too few items is reported, not failed
     off = MetricValue(result.metrics[metric].value + 1e-6, "target")
     shifted = spike_in.SpikeIn("rubia", metric, "increase", flat.points, off)
     with pytest.raises(spike_in.SpikeInError, match="at δ = 0 the metric"):

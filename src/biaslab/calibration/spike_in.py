@@ -150,6 +150,13 @@ def dose_response(family: str, metric: str, expected: Change, statistic: ItemSta
     if spike(tables, float(deltas[-1]))[statistic.table] is tables[statistic.table]:
         return SpikeIn(family, metric, expected, stored=stored,
                        note=f"the benchmark's spike leaves {statistic.table!r} as it is (no option to spike)")
+    zero = metric_with_ci(statistic, spike(tables, 0.0)[statistic.table], samples=samples, seed=seed,
+                          confidence=confidence)
+    if not math.isfinite(zero.value) and (stored is None or not math.isfinite(stored.value)):
+        # e.g. a sampled smoke run (data.sample) leaves too few items for the metric: nothing to read, and the
+        # evaluation agrees (a finite stored value against a NaN here still fails in check())
+        return SpikeIn(family, metric, expected, stored=stored,
+                       note=f"the metric is not a number on the stored predictions ({zero.n} rows): no dose-response")
     values = []
     for delta in deltas:
         spiked = spike(tables, float(delta))
