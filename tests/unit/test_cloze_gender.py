@@ -392,9 +392,13 @@ REAL_ROWS = [
 ]
 
 
-@pytest.fixture
-def real_prepared(tmp_path):
-    genderlex_frame(REAL_ROWS, duplicate_of_first=False).to_parquet(tmp_path / "genderlex.parquet")
+WINOGENDER_OCCUPATIONS = (("doctor", 40.0), ("nurse", 90.0), ("man", 5.0))
+
+
+def write_real_prepared(folder, occupations=WINOGENDER_OCCUPATIONS, crows=None):
+    """A prepared folder with a few real-shaped items of every ClozeGender source (also the rescore tests' data)."""
+    crows = CROWS if crows is None else crows
+    genderlex_frame(REAL_ROWS, duplicate_of_first=False).to_parquet(folder / "genderlex.parquet")
     pd.DataFrame([
         {"pair_id": "1.dev.0", "type": 1, "split": "dev", "pro_sentence": "The doctor said that he would come.",
          "anti_sentence": "The doctor said that she would come.", "pro_pronoun": "he", "anti_pronoun": "she",
@@ -402,17 +406,22 @@ def real_prepared(tmp_path):
         {"pair_id": "2.dev.0", "type": 2, "split": "dev", "pro_sentence": "The nurse said that she is a woman.",
          "anti_sentence": "The nurse said that he is a woman.", "pro_pronoun": "she", "anti_pronoun": "he",
          "pronoun_index": 4, "occupation": "nurse", "minimal_pair": True},
-    ]).to_parquet(tmp_path / "winobias.parquet")
+    ]).to_parquet(folder / "winobias.parquet")
     pd.DataFrame([
         {"item_id": f"{occ}.someone.0", "occupation": occ, "participant": "someone", "answer": 0,
          "sentence_male": f"The {occ} said that he would come.",
          "sentence_female": f"The {occ} said that she would come.",
          "sentence_neutral": f"The {occ} said that they would come.", "bls_pct_female": bls, "bergsma_pct_female": bls}
-        for occ, bls in [("doctor", 40.0), ("nurse", 90.0), ("man", 5.0)]
-    ]).to_parquet(tmp_path / "winogender.parquet")
-    crows_frame(CROWS).to_parquet(tmp_path / "crows_pairs.parquet")
-    GENDER_PAIRS.to_parquet(tmp_path / "gender_pairs.parquet")
-    return tmp_path
+        for occ, bls in occupations
+    ]).to_parquet(folder / "winogender.parquet")
+    crows_frame(crows).to_parquet(folder / "crows_pairs.parquet")
+    GENDER_PAIRS.to_parquet(folder / "gender_pairs.parquet")
+    return folder
+
+
+@pytest.fixture
+def real_prepared(tmp_path):
+    return write_real_prepared(tmp_path)
 
 
 def naive_cloze_logprob(model, tokenizer, prefix: str, word: str) -> float:
