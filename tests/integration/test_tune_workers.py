@@ -128,7 +128,8 @@ def test_a_killed_workers_trial_is_retried_by_the_survivor(workspace, storage):
     survivor = subprocess.Popen([sys.executable, "-c", worker, str(workspace), "survivor", str(N_TRIALS), storage],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
-    while time.time() < deadline and victim.poll() is None and not (workspace / "victim-trial").exists():
+    marker = workspace / "victim-trial"  # created, then written: wait for the number, not only the file
+    while time.time() < deadline and victim.poll() is None and not (marker.exists() and marker.read_text().strip()):
         time.sleep(0.1)
     assert victim.poll() is None, victim.communicate()[1][-3000:]
     victim.send_signal(signal.SIGKILL)
