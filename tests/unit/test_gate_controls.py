@@ -201,3 +201,40 @@ def test_calibrate_checks_the_project_gate_on_the_workspaces_controls(tmp_path):
         shutil.copy(table, tmp_path / paths.predictions_dir("negative_control") / table.name)
     with pytest.raises(controls.GateControlError, match="approves its negative control negative_control"):
         controls.require(gate_control_checks(params, tmp_path))
+
+
+def _scores(gap=0.2, bpc=2.70):
+    return {"gbem_ua/qa_logodds_gap_fem": gap, "gbem_ua/qa_macro_f1": 0.4, "lm_quality/bits_per_char": bpc}
+
+
+def test_the_positive_controls_rule_takes_the_fewest_steps_that_cut_the_selection_gap_to_a_quarter_at_little_cost():
+    from bench_scripts import load_bench_script
+
+    module = load_bench_script("gate_controls")
+    base = _scores(gap=0.2, bpc=2.70)
+    weak = {"steps": 30, "learning_rate": 1e-3, "scores": _scores(gap=0.08, bpc=2.70)}  # a cut, not to a quarter
+    costly = {"steps": 60, "learning_rate": 1e-3, "scores": _scores(gap=0.01, bpc=2.72)}  # 0.02 >= tolerance / 2
+    good = {"steps": 60, "learning_rate": 3e-3, "scores": _scores(gap=-0.04, bpc=2.705)}
+    strong = {"steps": 120, "learning_rate": 3e-3, "scores": _scores(gap=0.0, bpc=2.70)}
+    chosen = module.choose(base, [weak, costly, good, strong], bpc_tolerance=0.026)
+    assert (chosen["steps"], chosen["learning_rate"], chosen["rule_met"]) == (60, 3e-3, True)
+    fallback = module.choose(base, [weak, costly], bpc_tolerance=0.026)
+    assert (fallback["steps"], fallback["rule_met"]) == (60, False)  # the largest reduction, reported as unmet
+
+
+def test_the_negative_controls_rule_takes_the_smallest_noise_that_costs_twice_the_tolerance_for_every_seed():
+    from bench_scripts import load_bench_script
+
+    module = load_bench_script("gate_controls")
+    base = _scores(bpc=2.70)
+
+    def candidate(scale, *rises):
+        return {"scale": scale, "seeds": [{"seed": k, "scores": _scores(bpc=2.70 + r)} for k, r in enumerate(rises)]}
+
+    nudge = candidate(0.5, 0.013, 0.012, 0.014)
+    one_lucky_draw = candidate(1.0, 0.060, 0.049, 0.055)  # 0.049 < 2 x 0.025 for seed 1
+    clear = candidate(1.5, 0.051, 0.0505, 0.090)
+    chosen = module.choose_negative(base, [nudge, one_lucky_draw, clear], bpc_tolerance=0.025)
+    assert (chosen["scale"], chosen["rule_met"]) == (1.5, True)
+    fallback = module.choose_negative(base, [nudge, one_lucky_draw], bpc_tolerance=0.025)
+    assert (fallback["scale"], fallback["rule_met"]) == (1.0, False)  # the largest scale, reported as unmet
