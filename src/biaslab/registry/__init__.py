@@ -47,11 +47,9 @@ One module per job: :mod:`~biaslab.registry.sources` (what a variant is, its con
 
 from biaslab.outputs.metrics_file import VariantMetrics
 from biaslab.registry.errors import RegistryError
-from biaslab.registry.gate import (
-    ConditionResult, GateVerdict, RuleResult, check_condition, evaluate_gate, evaluate_gate_for,
-    evaluate_gate_on_metrics, gate_conditions,
-)
+from biaslab.registry.gate import GateVerdict, RuleResult, evaluate_gate, evaluate_gate_for, gate_conditions
 from biaslab.registry.package import file_manifest
+from biaslab.registry.point_gate import ConditionResult, check_condition, evaluate_gate_on_metrics
 from biaslab.registry.promote import CHAMPION, PromotionDecision, find_variant_version, promote
 from biaslab.registry.register import (
     CANDIDATE, FLAVORS, REGISTER_JSON, RegisteredVersion, register_variants, skipped_variants, write_register_json,

@@ -27,9 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from biaslab.config import GateCondition
 from biaslab.registry.paired_rules import PAIRED, Pairing, Refusal, RuleResult
-from biaslab.registry.point_gate import (  # noqa: F401  (re-exported: the point rules' callers import them here)
-    NOT_COMPUTED, ConditionResult, check_condition, evaluate_gate_on_metrics,
-)
+from biaslab.registry.point_gate import check_condition
 
 if TYPE_CHECKING:
     from biaslab.config import Params
@@ -151,5 +149,4 @@ def evaluate_gate_for(params: Params, evidence: GateEvidence, variant: str, base
                          seed=boot.seed if seed is None else seed, samples=boot.samples, confidence=boot.confidence)
 
 
-__all__ = ["ConditionResult", "GateVerdict", "RuleResult", "check_condition", "evaluate_gate", "evaluate_gate_for",
-           "evaluate_gate_on_metrics", "gate_conditions"]
+__all__ = ["GateVerdict", "RuleResult", "evaluate_gate", "evaluate_gate_for", "gate_conditions"]
