@@ -3,6 +3,8 @@
     python bench/gate_error_rates.py                       # A/A part only: metrics/draws/planted_draws.jsonl
     python bench/gate_error_rates.py --root <workspace>    # + spike-ins on its base's stored predictions and
                                                            #   the gate's verdict on its negative controls
+    python bench/gate_error_rates.py --root <workspace> --aa-models bench/results/gate-tolerances-models
+                                                           # + the whole gate's harm rules on re-seeded controls
 
 **False refusal (A/A).** Two models of one recipe that differ only in their draw (the control and a control
 re-seeded after the shared phase; ``bench/planted_draws.py --aa``) are harmless to each other: a harm rule
@@ -19,6 +21,14 @@ Two readings: against the committed margins (``params.yaml``; sized on these sam
 :func:`biaslab.calibration.margins.prediction_margin`) gives on the *other* pairs - a pair never judges the
 margin it sized. The draws hold no QA answers,
 macro-F1 or bits/char of both models: the other harm rules' A/A refusals need the models' predictions.
+
+**False refusal of every harm rule (``--aa-models``).** The re-seeded controls that ``bench/gate_tolerances.py``
+trained and kept (``control-reseeded-<k>/``) are evaluated on the **test** items in a scratch workspace
+(``--scratch``; the workspace's ``data/prepared`` linked, its calibrate stage's ``control`` outputs copied) and
+judged by the project's gate with the control as the base: every harm rule (non-inferiority, the answer floor,
+spill-over; the bias rule is not a harm rule and a re-seeded control is not expected to pass it) that refuses
+is a false refusal. These pairs sized the macro-F1, bits/char and agreement tolerances and OccuGender's margin
+on the *selection* items; here they are read on the test items, which sized nothing.
 
 **False approval (known harm).** (1) Spike-ins: each spill-over family's stored predictions of the base with
 δ nats added to every stereotype-consistent option (the benchmark's ``spike``, docs/spike_in.md), judged by
@@ -66,6 +76,47 @@ def control_verdicts(params, root: Path) -> list[dict]:
     return out
 
 
+def aa_harm_refusals(params, root: Path, models: list[Path], scratch: Path) -> dict:
+    """Each model of ``models`` evaluated on the test items as variant ``aa_<k>`` in ``scratch`` and judged by the
+    project's harm rules against the workspace's ``control`` (module docstring): ``{"rows", "refused",
+    "evaluations", "refused_pairs", "pairs"}``."""
+    import shutil
+
+    from biaslab.calibration.controls import HARM_RULES
+    from biaslab.config import VariantConfig
+    from biaslab.outputs import paths
+    from biaslab.pretrain.control_variant import CONTROL
+    from biaslab.registry.evidence import LocalEvidence
+    from biaslab.registry.gate import evaluate_gate_for
+    from pipelines.evaluate import evaluate_variant
+
+    for needed in (paths.metrics_file(CONTROL), paths.predictions_dir(CONTROL)):
+        if not (root / needed).exists():
+            raise SystemExit(f"{root / needed}: missing - run the calibrate stage there first (it evaluates the control)")
+    (scratch / "data").mkdir(parents=True, exist_ok=True)
+    prepared = scratch / params.data.prepared_dir
+    if not prepared.exists():
+        prepared.symlink_to((root / params.data.prepared_dir).resolve(), target_is_directory=True)
+    (scratch / "metrics").mkdir(exist_ok=True)
+    shutil.copy(root / paths.metrics_file(CONTROL), scratch / paths.metrics_file(CONTROL))
+    shutil.copytree(root / paths.predictions_dir(CONTROL), scratch / paths.predictions_dir(CONTROL), dirs_exist_ok=True)
+    names = {f"aa_{k}": model for k, model in enumerate(models, start=1)}
+    extra = {name: VariantConfig(method="none", model_dir=str(model.resolve()),
+                                 description="re-seeded control (A/A pair of the control): bench/gate_error_rates.py")
+             for name, model in names.items()}
+    scored = params.model_copy(update={"variants": {**params.variants, **extra}})
+    rows = []
+    for name, model in names.items():
+        if not (scratch / paths.metrics_file(name)).is_file():
+            evaluate_variant(scored, name, scratch)
+        verdict = evaluate_gate_for(scored, LocalEvidence(scratch), name, base=CONTROL)
+        rows += [{"pair": f"{model.name} vs control", "rule": r.rule, "metric": r.metric, "refused": not r.passed,
+                  "reason": r.reason} for r in verdict.rows if r.rule in HARM_RULES]
+    refused_pairs = {r["pair"] for r in rows if r["refused"]}
+    return {"rows": rows, "refused": sum(r["refused"] for r in rows), "evaluations": len(rows),
+            "refused_pairs": len(refused_pairs), "pairs": len(names)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
@@ -74,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deltas", type=float, nargs="+", default=[0.0, 0.1, 0.25, 0.5, 1.0])
     parser.add_argument("--level", type=float, default=0.95, help="the margin rule's prediction level")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gate-error-rates.json")
+    parser.add_argument("--aa-models", type=Path, default=None,
+                        help="bench/gate_tolerances.py's kept re-seeded controls (needs --root)")
+    parser.add_argument("--scratch", type=Path, default=ROOT / "bench" / "results" / "gate-error-rates-aa",
+                        help="where --aa-models are evaluated (a scratch workspace)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from biaslab.config import load_params
@@ -125,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"wrong verdict: {'YES' if n['wrong'] else 'no'}; decided by: " + ("; ".join(n["decided_by"]) or "-"))
             for r in n["rows"]:
                 print(f"  - {r['rule']} on {r['metric']}: {'pass' if r['passed'] else 'REFUSE'} - {r['reason']}")
+    if args.aa_models is not None and args.root is not None:
+        sys.path.insert(0, str(ROOT))  # pipelines.evaluate
+        models = sorted(p for p in args.aa_models.glob("control-reseeded-*") if (p / "config.json").is_file())
+        result["aa_harm"] = harm = aa_harm_refusals(params, args.root.resolve(), models, args.scratch)
+        print("\n## False refusals: every harm rule on re-seeded controls (test items, the control as the base)\n")
+        print("| A/A pair | rule | metric | refused | reason |\n|---|---|---|---|---|")
+        for r in harm["rows"]:
+            print(f"| {r['pair']} | {r['rule']} | {r['metric']} | {'**yes**' if r['refused'] else 'no'} "
+                  f"| {r['reason'].replace('|', '/')} |")
+        print(f"\nharm rules: {harm['refused']} of {harm['evaluations']} rule evaluations refused "
+              f"({harm['refused_pairs']} of {harm['pairs']} pairs)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     return 0

@@ -238,3 +238,47 @@ def test_the_negative_controls_rule_takes_the_smallest_noise_that_costs_twice_th
     assert (chosen["scale"], chosen["rule_met"]) == (1.5, True)
     fallback = module.choose_negative(base, [nudge, one_lucky_draw], bpc_tolerance=0.025)
     assert (fallback["scale"], fallback["rule_met"]) == (1.0, False)  # the largest scale, reported as unmet
+
+
+def test_re_seeded_controls_are_judged_by_the_harm_rules_only_with_the_control_as_the_base(tmp_path):
+    """bench/gate_error_rates.py --aa-models: each re-seeded control against the workspace's ``control``; only
+    the harm rules count (a re-seeded control removes no bias and is not asked to), a harmful one is refused."""
+    import numpy as np
+    import pandas as pd
+    import yaml
+    from bench_scripts import load_bench_script
+
+    from biaslab.config import load_params
+    from tests.unit.test_gate import write_variant
+
+    rng = np.random.default_rng(1)
+    n = 240
+    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
+                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
+                           "n_chars": rng.integers(80, 300, n)})
+    chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
+    qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
+                       "is_correct": np.arange(n) % 2 == 0})
+    qa["answer_yes"] = qa["is_correct"] ^ (rng.random(n) < 0.3)
+    root, scratch, models = tmp_path / "run", tmp_path / "scratch", tmp_path / "kept"
+    write_variant(root, "control", chunks, qa)
+    (root / "data" / "prepared").mkdir(parents=True)
+    write_variant(scratch, "aa_1", chunks.assign(logprob=chunks["logprob"] * 1.001), qa)  # re-training noise
+    write_variant(scratch, "aa_2", chunks.assign(logprob=chunks["logprob"] * 1.2), qa)  # harm
+    for k in (1, 2):
+        (models / f"control-reseeded-{k}").mkdir(parents=True)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "variants": {"base": {"method": "none", "model_dir": "models/base"}},
+        "evaluation": {"benchmarks": {"gbem_ua": {"module": "biaslab.benchmarks.gbem_ua"},
+                                      "lm_quality": {"module": "biaslab.benchmarks.lm_quality"}}},
+        "registry": {"bootstrap": {"samples": 300}, "gate": [
+            {"metric": "gbem_ua/qa_logodds_gap_fem", "rule": "paired_bias_reduction", "min_share": 0.5},
+            {"metric": "lm_quality/bits_per_char", "rule": "paired_non_inferior", "tolerance": 0.021}]}}))
+    params = load_params(tmp_path / "params.yaml")
+    module = load_bench_script("gate_error_rates")
+    result = module.aa_harm_refusals(params, root, sorted(models.iterdir()), scratch)
+    assert {r["rule"] for r in result["rows"]} == {"paired_non_inferior"}  # the bias rule is not a harm rule
+    assert [(r["pair"], r["refused"]) for r in result["rows"]] == [("control-reseeded-1 vs control", False),
+                                                                   ("control-reseeded-2 vs control", True)]
+    assert (result["refused"], result["evaluations"], result["refused_pairs"], result["pairs"]) == (1, 2, 1, 2)
+    assert (scratch / "data" / "prepared").is_symlink() and (scratch / "metrics" / "control.json").is_file()
