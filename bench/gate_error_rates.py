@@ -55,21 +55,18 @@ IDEALS = {  # primary metric -> ideal as each benchmark declares it (target metr
     "cloze_gender/genderlex/lm_hb_logodds_gap": 0.0,
 }
 def control_verdicts(params, root: Path) -> list[dict]:
-    """The project's gate on every built control of the workspace, checked as calibrate checks it."""
-    from biaslab.calibration import controls
-    from biaslab.outputs.variant_dir import variant_skip_reason
+    """The project's gate on every built control of the workspace, checked as calibrate checks it
+    (:func:`pipelines.calibrate.gate_control_checks`): a negative control refused by no harm rule is a false
+    approval of harm (``harm_caught`` false) even though the run goes on."""
     from biaslab.registry.evidence import LocalEvidence
     from biaslab.registry.gate import evaluate_gate_for
+    from pipelines.calibrate import gate_control_checks
 
     out = []
-    for name, v in params.variants.items():
-        if v.method != "control" or v.control is None:
-            continue
-        if variant_skip_reason(v, root) is not None or not (root / "metrics" / f"{name}.json").is_file():
-            continue
-        verdict = evaluate_gate_for(params, LocalEvidence(root), name)
-        check = controls.check_one(name, v.control.role, verdict)
-        out.append({"variant": name, "role": v.control.role, "approved": check.approved, "wrong": not check.ok,
+    for check in gate_control_checks(params, root):
+        verdict = evaluate_gate_for(params, LocalEvidence(root), check.variant)
+        out.append({"variant": check.variant, "role": check.role, "approved": check.approved,
+                    "wrong": not check.ok or check.harm_caught is False, "harm_caught": check.harm_caught,
                     "decided_by": list(check.deciding),
                     "rows": [{"rule": r.rule, "metric": r.metric, "passed": r.passed, "reason": r.reason}
                              for r in verdict.rows]})
@@ -92,7 +89,8 @@ def aa_harm_refusals(params, root: Path, models: list[Path], scratch: Path) -> d
 
     for needed in (paths.metrics_file(CONTROL), paths.predictions_dir(CONTROL)):
         if not (root / needed).exists():
-            raise SystemExit(f"{root / needed}: missing - run the calibrate stage there first (it evaluates the control)")
+            raise SystemExit(f"{root / needed}: missing - run the calibrate stage there first (it evaluates "
+                             "the control)")
     (scratch / "data").mkdir(parents=True, exist_ok=True)
     prepared = scratch / params.data.prepared_dir
     if not prepared.exists():
@@ -162,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
           f"one out: {aa['loo_largest_refused']} of {aa['loo_evaluations']} ({aa['loo_largest_refused_pairs']} of "
           f"{aa['pairs']} pairs)")
     if args.root is not None:
+        sys.path.insert(0, str(ROOT))  # pipelines.calibrate, pipelines.evaluate
         from biaslab.cpu_arithmetic import pin
 
         pin(params.scoring.cpu_arithmetic)
@@ -177,11 +176,13 @@ def main(argv: list[str] | None = None) -> int:
         result["controls"] = found = control_verdicts(params, args.root)
         for n in found:
             print(f"\n{n['role']} control {n['variant']}: {'APPROVED' if n['approved'] else 'refused'}; "
-                  f"wrong verdict: {'YES' if n['wrong'] else 'no'}; decided by: " + ("; ".join(n["decided_by"]) or "-"))
+                  f"wrong verdict: {'YES' if n['wrong'] else 'no'}"
+                  + ("" if n["harm_caught"] is None
+                     else f"; a harm rule caught it: {'yes' if n['harm_caught'] else 'NO'}")
+                  + "; decided by: " + ("; ".join(n["decided_by"]) or "-"))
             for r in n["rows"]:
                 print(f"  - {r['rule']} on {r['metric']}: {'pass' if r['passed'] else 'REFUSE'} - {r['reason']}")
     if args.aa_models is not None and args.root is not None:
-        sys.path.insert(0, str(ROOT))  # pipelines.evaluate
         models = sorted(p for p in args.aa_models.glob("control-reseeded-*") if (p / "config.json").is_file())
         result["aa_harm"] = harm = aa_harm_refusals(params, args.root.resolve(), models, args.scratch)
         print("\n## False refusals: every harm rule on re-seeded controls (test items, the control as the base)\n")
