@@ -16,7 +16,8 @@ Without a planted bias every output says why and the stage succeeds. A variant t
 The gate's controls (docs/gate.md "Controls"): the project's gate is evaluated on every ``method: control``
 variant (``positive_control``, ``negative_control``); the report opens with their verdicts, and after every
 output is written the stage fails (:class:`biaslab.calibration.controls.GateControlError`, naming the rule that
-decided) when the gate refuses the positive control or does not refuse the negative one by a harm rule.
+decided) when the gate refuses the positive control or does not refuse the negative one; whether a harm rule
+(not only the bias rule) refused the negative one is its own column, metric and error-rate row.
 
 First, on any model, the spike-in self-test (:mod:`biaslab.calibration.spike_in`, docs/spike_in.md): each
 family's primary metric on the base's stored predictions with δ nats added to every stereotype-consistent
@@ -137,7 +138,8 @@ def run_calibrate(params: Params, root: str | os.PathLike[str] = ".") -> dict[st
             "families_detected": numbers.get("calibration/families_detected"),
             "families": numbers.get("calibration/families"),
             "families_detected_across_draws": numbers.get("calibration/draws/families_detected"),
-            "gate_controls": {c.variant: {"role": c.role, "approved": c.approved, "ok": c.ok} for c in checks}})
+            "gate_controls": {c.variant: {"role": c.role, "approved": c.approved, "ok": c.ok,
+                                          "harm_caught": c.harm_caught} for c in checks}})
     controls.require(checks)  # after the report is written: a wrong control verdict fails the run, naming the rule
     return numbers
 

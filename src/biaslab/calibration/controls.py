@@ -19,7 +19,8 @@ from typing import Any
 from biaslab.errors import EvaluationError
 
 HARM_RULES = frozenset({"paired_non_inferior", "paired_no_spill_over", "answer_floor"})
-"""The rules that catch harm; a negative control must be refused by at least one of them."""
+"""The rules that catch harm. A negative control must be refused (or the run fails); whether one of these refused
+it is recorded (``harm_caught``), and a refusal by none of them counts as a false approval of the harm rules."""
 
 
 class GateControlError(EvaluationError):
@@ -108,7 +109,8 @@ def render_markdown(checks: Sequence[ControlCheck]) -> str:
 
 
 def mlflow_metrics(checks: Sequence[ControlCheck]) -> dict[str, float]:
-    """``calibration/gate_control/<variant>/approved`` and ``.../ok`` (1/0) per control."""
+    """``calibration/gate_control/<variant>/approved`` and ``.../ok`` (1/0) per control, and a negative control's
+    ``.../harm_caught`` (1/0: did a harm rule refuse it)."""
     out: dict[str, float] = {}
     for c in checks:
         out[f"calibration/gate_control/{c.variant}/approved"] = float(c.approved)
