@@ -238,6 +238,20 @@ def test_the_gate_fails_closed():
     assert "no distance from an ideal" in row.reason
 
 
+def harm_tables(seed: int = 0, n: int = 240):
+    """A base's lm_quality chunks (60 documents of 4 chunks, ~1.93 nats per character) and GBEM-UA QA answers
+    (30 professions of 8 items, 70 % correct): the evidence the harm rules read, for :func:`write_variant`."""
+    rng = np.random.default_rng(seed)
+    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
+                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
+                           "n_chars": rng.integers(80, 300, n)})
+    chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
+    qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
+                       "is_correct": np.arange(n) % 2 == 0})
+    qa["answer_yes"] = qa["is_correct"] ^ (rng.random(n) < 0.3)
+    return chunks, qa
+
+
 def write_variant(root, name, chunks, qa):
     """A workspace's evaluate outputs for ``name``: metrics/<name>.json and the two prediction tables."""
     from biaslab.benchmarks.gbem_ua import BENCHMARK as GBEM
@@ -255,15 +269,7 @@ def write_variant(root, name, chunks, qa):
 
 def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_path):
     """LocalEvidence and params.yaml: bits/char paired chunk by chunk, macro-F1 by profession, answers floored."""
-    rng = np.random.default_rng(0)
-    n = 240
-    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
-                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
-                           "n_chars": rng.integers(80, 300, n)})
-    chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
-    qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
-                       "is_correct": np.arange(n) % 2 == 0})
-    qa["answer_yes"] = qa["is_correct"] ^ (rng.random(n) < 0.3)
+    chunks, qa = harm_tables(seed=0)
     write_variant(tmp_path, "base", chunks, qa)
     write_variant(tmp_path, "harmed", chunks.assign(logprob=chunks["logprob"] * 1.02), qa.assign(answer_yes=True))
     write_variant(tmp_path, "same", chunks, qa)

@@ -151,23 +151,13 @@ def test_calibrate_checks_the_project_gate_on_the_workspaces_controls(tmp_path):
     """pipelines.calibrate.gate_control_checks on evaluate outputs in a workspace (LocalEvidence, the project's
     gate from params.yaml): a harmless positive control is approved, a negative one with bits/char blown up is
     refused by the non-inferiority rule; a negative control that does no harm fails the run naming it."""
-    import numpy as np
-    import pandas as pd
     import yaml
 
     from biaslab.config import load_params
     from pipelines.calibrate import gate_control_checks
-    from tests.unit.test_gate import write_variant
+    from tests.unit.test_gate import harm_tables, write_variant
 
-    rng = np.random.default_rng(0)
-    n = 240
-    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
-                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
-                           "n_chars": rng.integers(80, 300, n)})
-    chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
-    qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
-                       "is_correct": np.arange(n) % 2 == 0})
-    qa["answer_yes"] = qa["is_correct"] ^ (rng.random(n) < 0.3)
+    chunks, qa = harm_tables(seed=0)
     write_variant(tmp_path, "base", chunks, qa)
     write_variant(tmp_path, "positive_control", chunks, qa)
     write_variant(tmp_path, "negative_control", chunks.assign(logprob=chunks["logprob"] * 1.2), qa)
@@ -243,23 +233,13 @@ def test_the_negative_controls_rule_takes_the_smallest_noise_that_costs_twice_th
 def test_re_seeded_controls_are_judged_by_the_harm_rules_only_with_the_control_as_the_base(tmp_path):
     """bench/gate_error_rates.py --aa-models: each re-seeded control against the workspace's ``control``; only
     the harm rules count (a re-seeded control removes no bias and is not asked to), a harmful one is refused."""
-    import numpy as np
-    import pandas as pd
     import yaml
     from bench_scripts import load_bench_script
 
     from biaslab.config import load_params
-    from tests.unit.test_gate import write_variant
+    from tests.unit.test_gate import harm_tables, write_variant
 
-    rng = np.random.default_rng(1)
-    n = 240
-    chunks = pd.DataFrame({"language": ["en", "uk"] * (n // 2), "document": np.arange(n) // 4,
-                           "chunk": np.arange(n) % 4, "n_tokens": rng.integers(20, 60, n),
-                           "n_chars": rng.integers(80, 300, n)})
-    chunks["logprob"] = -chunks["n_chars"] * 1.93 * rng.uniform(0.9, 1.1, n)
-    qa = pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "profession": np.arange(n) // 8,
-                       "is_correct": np.arange(n) % 2 == 0})
-    qa["answer_yes"] = qa["is_correct"] ^ (rng.random(n) < 0.3)
+    chunks, qa = harm_tables(seed=1)
     root, scratch, models = tmp_path / "run", tmp_path / "scratch", tmp_path / "kept"
     write_variant(root, "control", chunks, qa)
     (root / "data" / "prepared").mkdir(parents=True)
