@@ -83,14 +83,35 @@ def _draw(tables: dict[tuple[str, str], Any], n: int, seed: int) -> dict[tuple[s
     return out
 
 
-def _scorer(package: Path, language: str | None) -> Any:
-    """The version's scorer as ``serve`` builds it, with the prompt prefix the evaluation used for ``language``."""
+def _load(package: Path) -> Any:
+    """The version's files loaded as ``serve`` loads them (verified again; an overlay or prompt version's base
+    downloaded and loaded too): once per version, every language's scorer is built from this one load."""
     from biaslab.serving.loader import load_served_variant
+
+    return load_served_variant(package)
+
+
+def _scorer(served: Any, language: str | None) -> Any:
+    """``served``'s scorer with the prompt prefix the evaluation used for ``language``: a shallow copy sharing
+    the loaded model (``with_prefix``), so the languages of one version cost no second load."""
     from biaslab.serving.predictor import select_prefix
 
-    served = load_served_variant(package)
     prefix = select_prefix(served.prefixes, served.method, language) if language else ""
     return served.scorer.with_prefix(prefix) if prefix else served.scorer
+
+
+def _call(benchmark: Any, lm: Any, table: str, rows: Any, options: dict[str, Any], tables: dict[str, Any]) -> Any:
+    """``benchmark.rescore``, given ``tables`` only when its signature takes them: a custom module written to the
+    older four-argument contract (``lm, table, rows, options``) is still called, not crashed with a TypeError."""
+    import inspect
+
+    try:
+        accepted = inspect.signature(benchmark.rescore).parameters
+    except (TypeError, ValueError):  # a callable without a readable signature: the older contract
+        accepted = {}
+    if "tables" in accepted or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return benchmark.rescore(lm, table, rows, options, tables=tables)
+    return benchmark.rescore(lm, table, rows, options)
 
 
 def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int = SAMPLE,
@@ -117,6 +138,7 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
     if not sample:
         return RuleResult("evidence", "rescored_sample", ASKS, True,
                           f"0 rows: the evidence has no re-scorable prediction table{note}")
+    served: dict[str, Any] = {}  # who -> its one load
     scorers: dict[tuple[str, str | None], Any] = {}
 
     def siblings(who: str, name: str) -> dict[str, Any]:
@@ -129,12 +151,13 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         name, _, table = key.partition("__")
         benchmark, options = benchmarks[name]
         language = getattr(benchmark, "language", None)
+        if who not in served:
+            served[who] = _load(packages[who])
         if (who, language) not in scorers:
-            scorers[(who, language)] = _scorer(packages[who], language)
+            scorers[(who, language)] = _scorer(served[who], language)
         picked = tables[(who, key)].iloc[rows]
         try:
-            fresh = benchmark.rescore(scorers[(who, language)], table, picked, options,
-                                      tables=siblings(who, name))
+            fresh = _call(benchmark, scorers[(who, language)], table, picked, options, siblings(who, name))
         except (KeyError, ValueError) as exc:  # a stored row without the text its scores came from, or bad text
             return RuleResult("evidence", "rescored_sample", ASKS, False,
                               f"{who!r} table {key}: its rows cannot be scored again ({type(exc).__name__}: {exc}); "

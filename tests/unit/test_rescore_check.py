@@ -1,0 +1,109 @@
+"""The promoter's re-scoring check itself (:func:`biaslab.registry.rescore.rescore_row`), beyond each benchmark's
+``rescore`` (``test_benchmark_rescore.py``): one load per version whatever the languages, the older four-argument
+``rescore`` contract of a custom module, the gate inputs that are not log-probabilities (token and character
+counts, answers, preferences, probabilities near 0.0025) and the stored text itself.
+
+Tiny models and tiny evaluations (the benchmarks' own unit-test data), evidence in memory, every row drawn.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pandas as pd
+import pytest
+from test_benchmark_rescore import CASES, _Evidence, _evaluated, _params, served
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+LANGUAGES = {"lm_quality": None, "gbem_ua": "uk", "rubia": "ru", "occugender": "en"}
+ONE_TABLE = {"lm_quality": "lm_quality_chunks", "gbem_ua": "qa", "rubia": "rubia_pairs", "occugender": "occugender_forms"}
+
+
+def _case(name: str):
+    return next(c for c in CASES if c[0] == name and not c[2] and not c[1])
+
+
+def _tables(name: str, tmp_path, tiny_scorer) -> dict[str, pd.DataFrame]:
+    folder = tmp_path / name
+    folder.mkdir()
+    _, predictions = _evaluated(_case(name), folder, tiny_scorer, None)
+    return {f"{name}__{t}": f for t, f in predictions.items()}
+
+
+def test_each_version_is_loaded_once_whatever_the_languages(tmp_path, tiny_scorer, monkeypatch):
+    """Tables of four benchmarks (no language, uk, ru, en) of a variant and its base: the loader (which verifies
+    the package and loads the weights) runs exactly once per version, not once per (version, language)."""
+    from biaslab.registry import rescore
+    from biaslab.serving import loader
+
+    tables: dict[str, pd.DataFrame] = {}
+    for name, table in ONE_TABLE.items():  # one table each, a few rows: every row is drawn, quickly
+        key = f"{name}__{table}"
+        tables[key] = _tables(name, tmp_path, tiny_scorer)[key].head(8)
+    loads: list[str] = []
+
+    def load(package):
+        loads.append(str(package))
+        return served(tiny_scorer)
+
+    monkeypatch.setattr(loader, "load_served_variant", load)
+    params = _params("lm_quality", {}, {name: {} for name in LANGUAGES if name != "lm_quality"})
+    packages = {"variant": tmp_path / "variant", "base": tmp_path / "base"}
+    row = rescore.rescore_row(params, _Evidence(tables), packages, n=10_000)
+    assert row.passed, row.reason
+    assert {k.partition("__")[0] for k in tables} == set(LANGUAGES)
+    assert sorted(loads) == sorted(str(p) for p in packages.values())  # one each
+
+
+def test_every_language_scorer_shares_the_one_loaded_model(tiny_scorer):
+    """A prompt version's scorer per language: its own prefix, the same model object (a shallow copy)."""
+    from biaslab.registry.rescore import _scorer
+
+    version = served(tiny_scorer, {"en": "Be fair.", "uk": "Будь чесним.", "ru": "Будь честным."})
+    for language, prefix in (("en", "Be fair."), ("uk", "Будь чесним."), ("ru", "Будь честным.")):
+        scorer = _scorer(version, language)
+        assert scorer.prompt_prefix == prefix and scorer.model is tiny_scorer.model
+    assert _scorer(version, None) is tiny_scorer  # no language (lm_quality, agreement): no prefix
+
+
+OLD_MODULE = '''
+from biaslab.benchmarks.lm_quality import BENCHMARK as _LM_QUALITY
+
+
+class OldContract:
+    """A custom benchmark written to the older four-argument rescore contract (no ``tables``)."""
+    name = "old_quality"
+    language = None
+
+    def rescore(self, lm, table, rows, options):
+        return _LM_QUALITY.rescore(lm, "lm_quality_chunks", rows, options)
+
+
+BENCHMARK = OldContract()
+'''
+
+
+def test_a_custom_module_with_the_older_four_argument_rescore_is_checked(tmp_path, tiny_scorer, monkeypatch):
+    """``rescore(lm, table, rows, options)`` without ``tables``: called without it (no TypeError); its rows are
+    re-scored, and an edited one refused."""
+    from biaslab.config import Params
+    from biaslab.registry import rescore
+    from biaslab.serving import loader
+
+    (tmp_path / "old_contract_bench.py").write_text(OLD_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "old_contract_bench", raising=False)
+    monkeypatch.setattr(loader, "load_served_variant", lambda package: served(tiny_scorer))
+    chunks = _tables("lm_quality", tmp_path, tiny_scorer)["lm_quality__lm_quality_chunks"]
+    params = Params.model_validate({
+        "variants": {"base": {"method": "none", "model_dir": "models/base"}},
+        "registry": {"model_name": "m", "champion_model": "c", "promotions_experiment": "p",
+                     "gate": [{"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"}]},
+        "evaluation": {"benchmarks": {"old_quality": {"module": "old_contract_bench"}}},
+    })
+    honest = rescore.rescore_row(params, _Evidence({"old_quality__chunks": chunks}), {"base": tmp_path}, n=10_000)
+    assert honest.passed and honest.reason.startswith(f"{len(chunks)} rows recomputed"), honest.reason
+    forged = chunks.assign(logprob=chunks["logprob"] + 0.01)
+    refused = rescore.rescore_row(params, _Evidence({"old_quality__chunks": forged}), {"base": tmp_path}, n=10_000)
+    assert not refused.passed and "column logprob" in refused.reason, refused.reason
