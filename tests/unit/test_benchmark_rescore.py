@@ -65,15 +65,18 @@ def _benchmark(name: str):
 
 # (benchmark, options, masked?) -> the raw columns each prediction table's rescore must return
 CASES = [
-    ("rubia", {}, False, {"rubia_pairs": {"score_pro", "score_anti"}}),
-    ("rubia", {"normalize": "mean", "lowercase": True}, True, {"rubia_pairs": {"score_pro", "score_anti"}}),
+    ("rubia", {}, False, {"rubia_pairs": {"score_pro", "score_anti", "prefers_pro"}}),
+    ("rubia", {"normalize": "mean", "lowercase": True}, True,
+     {"rubia_pairs": {"score_pro", "score_anti", "prefers_pro"}}),
     ("occugender", {}, False, {"occugender_forms": {"logprob", "n_tokens"},
                                "occugender_items": {f"{k}_{g}" for k in ("p", "log_P") for g in GENDERS},
                                "occugender_jobs": {f"p_{g}" for g in GENDERS}}),
-    ("gbem_ua", {}, False, {"qa": {"logprob_yes", "logprob_no"}, "qa_pairs": {"logodds_male", "logodds_female"},
-                            "prob": {"pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens"},
-                            "prob_pairs": {"p_pos_male", "p_pos_female", "p_neg_male", "p_neg_female"}}),
-    ("lm_quality", {}, False, {"lm_quality_chunks": {"logprob", "n_tokens"}}),
+    ("gbem_ua", {}, False, {"qa": {"logprob_yes", "logprob_no", "answer_yes"},
+                            "qa_pairs": {"logodds_male", "logodds_female", "answer_yes_male", "answer_yes_female"},
+                            "prob": {"pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens", "label"},
+                            "prob_pairs": {"p_pos_male", "p_pos_female", "p_neg_male", "p_neg_female", "label_male",
+                                           "label_female"}}),
+    ("lm_quality", {}, False, {"lm_quality_chunks": {"logprob", "n_tokens", "n_chars"}}),
     ("cloze_gender", {}, False, {
         "cloze_gender_genderlex": {"logprob_m", "logprob_w", "n_tokens_m", "n_tokens_w"},
         "cloze_gender_winobias": {"logprob_pro", "logprob_anti", "prob_pro", "prob_anti"},

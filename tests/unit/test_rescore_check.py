@@ -107,3 +107,44 @@ def test_a_custom_module_with_the_older_four_argument_rescore_is_checked(tmp_pat
     forged = chunks.assign(logprob=chunks["logprob"] + 0.01)
     refused = rescore.rescore_row(params, _Evidence({"old_quality__chunks": forged}), {"base": tmp_path}, n=10_000)
     assert not refused.passed and "column logprob" in refused.reason, refused.reason
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, tiny_scorer) -> dict[str, dict[str, pd.DataFrame]]:
+    """lm_quality, GBEM-UA and RuBia evaluated once by the tiny Llama: benchmark -> its evidence tables."""
+    root = tmp_path_factory.mktemp("evaluated")
+    return {name: _tables(name, root, tiny_scorer) for name in ("lm_quality", "gbem_ua", "rubia")}
+
+
+def _flip(value):
+    return not value
+
+
+# (benchmark, table, column, edit): gate inputs that are not log-probabilities, each edited in one stored row
+FORGERIES = [
+    ("lm_quality", "lm_quality_chunks", "n_chars", lambda v: v + 1),  # bits/char's divisor
+    ("gbem_ua", "qa", "answer_yes", _flip),  # the F1s and the answer floor read it
+    ("gbem_ua", "qa_pairs", "answer_yes_male", _flip),  # qa_diff reads it
+    ("gbem_ua", "prob_pairs", "label_female", _flip),
+    ("rubia", "rubia_pairs", "prefers_pro", _flip),  # the pro-shares and the spill-over statistic read it
+    ("gbem_ua", "prob_pairs", "p_pos_male", lambda v: v + 5e-4),  # ~0.0025: below the absolute 1e-3
+]
+
+
+@pytest.mark.parametrize("name, table, column, edit", FORGERIES, ids=[f"{f[1]}.{f[2]}" for f in FORGERIES])
+def test_a_forged_gate_input_is_refused(name, table, column, edit, evaluated, tiny_scorer, monkeypatch):
+    """The honest tables pass; one stored row's ``column`` edited (a count +1, a boolean flipped, a probability
+    near 0.0025 moved by 5e-4, a fifth of its value but half the log-prob tolerance) is refused naming it."""
+    from biaslab.registry import rescore
+
+    monkeypatch.setattr(rescore, "_load", lambda package: served(tiny_scorer))
+    tables, params = evaluated[name], _params(name, {})
+    honest = rescore.rescore_row(params, _Evidence(tables), {"base": "base"}, n=10_000)
+    assert honest.passed, honest.reason
+    frame = tables[f"{name}__{table}"].copy()
+    row = len(frame) // 2
+    frame.loc[row, column] = edit(frame.loc[row, column])
+    refused = rescore.rescore_row(params, _Evidence({**tables, f"{name}__{table}": frame}), {"base": "base"},
+                                  n=10_000)
+    assert not refused.passed, refused.reason
+    assert f"table {name}__{table} row {row} column {column}" in refused.reason, refused.reason

@@ -46,12 +46,16 @@ from typing import Any
 from biaslab.registry.gate import RuleResult
 
 SAMPLE = 64  # rows drawn over all re-scorable tables of the variant and the base together
-# nats, absolute: the evaluation scores rows in batches (padding, a different summation order) and the check
-# scores a sample in other batches; float32 sums of a sentence's token log-probs then differ by ~1e-6..1e-5
-# (measured max |Δ| is in the row's reason). 1e-3 is two orders above that and far below a forged edit that
-# changes a verdict (a tie within 1e-3 nats is the only thing it lets through). bf16 weights need more: the
-# check runs in the dtype the package's settings name, on the CPU float32 unless they say otherwise.
+# nats: the evaluation scores rows in batches (padding, a different summation order) and the check scores a
+# sample in other batches; float32 sums of a sentence's token log-probs then differ by ~1e-6..1e-5 (measured max
+# |Δ| is in the row's reason). 1e-3 is two orders above that and far below a forged edit that changes a verdict
+# (a tie within 1e-3 nats is the only thing it lets through). bf16 weights need more: the check runs in the dtype
+# the package's settings name, on the CPU float32 unless they say otherwise. A log-prob or count column is
+# compared absolutely; a probability column (PROBABILITY) on the log scale, |Δ log p| (a relative error of ~1e-3):
+# its values sit near 0.0025 (GBEM-UA's pair-padded P+/P-, ClozeGender's mean token probabilities), where an
+# absolute 1e-3 would let an edit of a third of the value through; a boolean (an answer, a preference) exactly.
 TOLERANCE = 1e-3
+PROBABILITY = ("p_", "prob_")  # column-name prefixes of the probabilities the benchmarks' rescore returns
 ASKS = "a seeded sample of the evidence's prediction rows, scored again from the verified bytes, agrees"
 
 
@@ -114,6 +118,28 @@ def _call(benchmark: Any, lm: Any, table: str, rows: Any, options: dict[str, Any
     return benchmark.rescore(lm, table, rows, options)
 
 
+def _delta(column: str, stored: Any, fresh: Any) -> Any:
+    """Per row, how far the stored value is from the recomputed one (see :data:`TOLERANCE`): a boolean column
+    0 or inf (a stored value that is not that boolean: inf); a probability |Δ log p|; anything else |Δ|. NaN
+    equals NaN; NaN against a number, or a stored value that is not a number, is inf."""
+    import numpy as np
+    import pandas as pd
+
+    fresh = np.asarray(fresh)
+    if fresh.dtype == bool:
+        stored = np.asarray(stored, dtype=object)
+        same = [isinstance(s, (bool, np.bool_)) and bool(s) == bool(v) for s, v in zip(stored, fresh)]
+        return np.where(same, 0.0, np.inf)
+    stored = pd.to_numeric(pd.Series(np.asarray(stored, dtype=object)), errors="coerce").to_numpy(dtype=float)
+    values = fresh.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        delta = np.abs(np.log(values) - np.log(stored)) if column.startswith(PROBABILITY) else np.abs(values - stored)
+    delta[values == stored] = 0.0  # also two zero probabilities
+    delta[np.isnan(values) & np.isnan(stored)] = 0.0
+    delta[np.isnan(delta)] = np.inf  # one NaN, the other a number; a negative probability
+    return delta
+
+
 def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int = SAMPLE,
                 tolerance: float = TOLERANCE) -> RuleResult:
     """One gate row: the sample of ``evidence``'s tables of each variant in ``packages`` (variant -> its
@@ -166,18 +192,17 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
             if column not in picked.columns:
                 return RuleResult("evidence", "rescored_sample", ASKS, False,
                                   f"{who!r} table {key}: no column {column} (a score the benchmark writes)")
-            stored = picked[column].to_numpy(dtype=float)
-            values = np.asarray(values, dtype=float)
-            delta = np.abs(values - stored)
-            delta[np.isnan(values) & np.isnan(stored)] = 0.0
-            delta[np.isnan(delta)] = np.inf  # one NaN, the other a number
+            stored, values = picked[column].to_numpy(), np.asarray(values)
+            delta = _delta(column, stored, values)
             bad = np.flatnonzero(delta > tolerance)
             if bad.size:
                 j = int(bad[0])
+                how = ("a boolean, compared exactly" if values.dtype == bool else
+                       f"|Δ{' log p' if column.startswith(PROBABILITY) else ''}| {delta[j]:.3g} > {tolerance:g}")
                 return RuleResult("evidence", "rescored_sample", ASKS, False,
                                   f"{who!r} table {key} row {rows[j]} column {column}: stored {stored[j]!r}, "
-                                  f"recomputed from the verified files {values[j]!r} (|Δ| {delta[j]:.3g} > "
-                                  f"{tolerance:g}); the evidence was not computed by this model")
+                                  f"recomputed from the verified files {values[j]!r} ({how}); the evidence was not "
+                                  "computed by this model")
             worst = max(worst, float(delta.max(initial=0.0)))
         if fresh:
             count += len(rows)
