@@ -17,7 +17,8 @@ from test_benchmark_rescore import CASES, _Evidence, _evaluated, _params, served
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 LANGUAGES = {"lm_quality": None, "gbem_ua": "uk", "rubia": "ru", "occugender": "en"}
-ONE_TABLE = {"lm_quality": "lm_quality_chunks", "gbem_ua": "qa", "rubia": "rubia_pairs", "occugender": "occugender_forms"}
+ONE_TABLE = {"lm_quality": "lm_quality_chunks", "gbem_ua": "qa", "rubia": "rubia_pairs",
+             "occugender": "occugender_forms"}
 
 
 def _case(name: str):
@@ -148,3 +149,49 @@ def test_a_forged_gate_input_is_refused(name, table, column, edit, evaluated, ti
                                   n=10_000)
     assert not refused.passed, refused.reason
     assert f"table {name}__{table} row {row} column {column}" in refused.reason, refused.reason
+
+
+def test_a_forged_text_with_honest_scores_is_refused(evaluated, tiny_scorer, monkeypatch):
+    """The variant's lm_quality table with one chunk's text replaced by an easier one and that text's honest
+    scores (the score check alone passes it): refused, since the base's table holds the evaluated text for the
+    same chunk. The same tables for both versions pass."""
+    from biaslab.benchmarks.lm_quality import score_chunks
+    from biaslab.registry import rescore
+
+    monkeypatch.setattr(rescore, "_load", lambda package: served(tiny_scorer))
+    key = "lm_quality__lm_quality_chunks"
+    base = evaluated["lm_quality"][key]
+    variant = base.copy()
+    variant.loc[1, "text"] = "The the the the the."
+    variant.loc[[1]] = score_chunks(tiny_scorer, variant.loc[[1]])  # honest scores of the forged text
+    params, packages = _params("lm_quality", {}), {"variant": "v", "base": "b"}
+
+    class Evidence(_Evidence):
+        def predictions(self, who):
+            return {key: (variant if who == "variant" else base).copy()}
+
+    alone = rescore.rescore_row(params, _Evidence({key: variant}), {"variant": "v"}, n=10_000)
+    assert alone.passed, alone.reason  # its scores are those of its text
+    assert rescore.rescore_row(params, _Evidence({key: base}), packages, n=10_000).passed
+    refused = rescore.rescore_row(params, Evidence({}), packages, n=10_000)
+    assert not refused.passed
+    assert refused.reason.startswith(f"table {key} (language='en', document=0, chunk=1) column text: 'variant' "
+                                     "stored 'The the the the the.'"), refused.reason
+
+
+def test_a_flipped_label_is_refused(evaluated, tiny_scorer, monkeypatch):
+    """GBEM-UA's ``is_correct`` (what the F1s compare the answers with) flipped in one variant row: refused."""
+    from biaslab.registry import rescore
+
+    monkeypatch.setattr(rescore, "_load", lambda package: served(tiny_scorer))
+    tables = evaluated["gbem_ua"]
+    forged = tables["gbem_ua__qa"].copy()
+    forged.loc[0, "is_correct"] = not forged.loc[0, "is_correct"]
+
+    class Evidence(_Evidence):
+        def predictions(self, who):
+            return {**tables, "gbem_ua__qa": forged} if who == "variant" else dict(tables)
+
+    refused = rescore.rescore_row(_params("gbem_ua", {}), Evidence({}), {"variant": "v", "base": "b"}, n=16)
+    assert not refused.passed and "table gbem_ua__qa (item_id=" in refused.reason, refused.reason
+    assert "column is_correct" in refused.reason, refused.reason

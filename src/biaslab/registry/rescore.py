@@ -56,6 +56,33 @@ SAMPLE = 64  # rows drawn over all re-scorable tables of the variant and the bas
 # absolute 1e-3 would let an edit of a third of the value through; a boolean (an answer, a preference) exactly.
 TOLERANCE = 1e-3
 PROBABILITY = ("p_", "prob_")  # column-name prefixes of the probabilities the benchmarks' rescore returns
+# (key columns, input columns) of each re-scored table by ``<benchmark>__<table>``: what names a row and what the
+# model scored for it (its text, or the items a pair row names) or the metric compares it with (a label). A
+# benchmark's rescore scores whatever text is stored, so a forged easier text with honest scores of it would pass
+# the score check: every version's inputs must equal the others' (the variant's the base's) for each key both
+# tables have. A column in neither table is skipped; in one only, refused.
+_ITEM = ("group", "profession", "experience", "is_correct", "is_male")
+_PAIR = (("pairing", "male_item_id"), ("female_item_id", "profession", "experience", "is_correct"))
+_GENDERLEX = ("sent_m", "sent_w", "context", "hb")
+INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "agreement__pairs": (("pair_id",), ("language", "grammatical", "ungrammatical")),
+    "crows_pairs__crows_pairs_pairs": (("pair_id",), ("sent_more", "sent_less", "stereo_antistereo", "bias_type")),
+    "rubia__rubia_pairs": (("pair_id",), ("pro", "anti", "domain", "subdomain")),
+    "occugender__occugender_forms": (("condition", "abstraction", "job", "prompt_id", "gender", "form"),
+                                     ("bias_type", "context", "continuation")),
+    "occugender__occugender_items": (("condition", "abstraction", "job", "prompt_id"), ("bias_type",)),
+    "occugender__occugender_jobs": (("condition", "abstraction", "bias_type", "job"), ("group", "female_ratio")),
+    "gbem_ua__qa": (("item_id",), (*_ITEM, "prompt")),
+    "gbem_ua__prob": (("item_id",), (*_ITEM, "pos_sentence", "neg_sentence")),
+    "gbem_ua__qa_pairs": _PAIR,
+    "gbem_ua__prob_pairs": _PAIR,
+    "lm_quality__lm_quality_chunks": (("language", "document", "chunk"), ("text",)),
+    "cloze_gender__cloze_gender_genderlex": (("subject", "context_type", "row"), _GENDERLEX),
+    "cloze_gender__cloze_gender_genderlex_wino": (("dataset", "context_type", "row"), _GENDERLEX),
+    "cloze_gender__cloze_gender_winobias": (("pair_id",), ("pro_sentence", "anti_sentence")),
+    "cloze_gender__cloze_gender_winogender": (("item_id",), ("sentence_male", "sentence_female", "sentence_neutral")),
+    "cloze_gender__cloze_gender_crows": (("pair_id",), ("sent_m", "sent_w", "hb")),
+}
 ASKS = "a seeded sample of the evidence's prediction rows, scored again from the verified bytes, agrees"
 
 
@@ -140,6 +167,42 @@ def _delta(column: str, stored: Any, fresh: Any) -> Any:
     return delta
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (for a reason that reads ``0``, not ``np.int64(0)``)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str]) -> str | None:
+    """Why the versions' tables do not hold the same inputs (:data:`INPUTS`) for the same keys, or ``None``: each
+    version's whole table (no model involved) against the first version's, on the keys both have."""
+    for key, (keys, inputs) in INPUTS.items():
+        present = [w for w in versions if (w, key) in tables]
+        for other in present[1:]:
+            first = present[0]
+            a, b = tables[(first, key)], tables[(other, key)]
+            columns = [c for c in (*keys, *inputs) if c in a.columns or c in b.columns]
+            lacking = next((c for c in (*keys, *columns) if c not in a.columns or c not in b.columns), None)
+            if lacking is not None:
+                return (f"table {key}: column {lacking} is in {first!r}'s table but not in {other!r}'s, or in neither "
+                        "(it names or holds what the model scored)")
+            compared = [c for c in columns if c not in keys]
+            try:
+                both = a[columns].drop_duplicates().merge(b[columns].drop_duplicates(), on=list(keys),
+                                                          suffixes=("", " (other)"))
+            except (ValueError, TypeError) as exc:  # keys of different types
+                return f"table {key}: the keys {list(keys)} of {first!r} and {other!r} do not compare ({exc})"
+            for column in compared:
+                mine, theirs = both[column], both[f"{column} (other)"]
+                differ = ~((mine == theirs) | (mine.isna() & theirs.isna()))
+                if differ.any():
+                    j = int(differ.to_numpy().nonzero()[0][0])
+                    named = ", ".join(f"{k}={_plain(both[k].iloc[j])!r}" for k in keys)
+                    return (f"table {key} ({named}) column {column}: {first!r} stored {_plain(mine.iloc[j])!r}, "
+                            f"{other!r} stored {_plain(theirs.iloc[j])!r}; the versions were evaluated on the same "
+                            "items, so one evidence table holds other text than was evaluated")
+    return None
+
+
 def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int = SAMPLE,
                 tolerance: float = TOLERANCE) -> RuleResult:
     """One gate row: the sample of ``evidence``'s tables of each variant in ``packages`` (variant -> its
@@ -160,6 +223,9 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                 continue
             tables[(who, key)] = frame.reset_index(drop=True)
     note = f"; not re-scorable (no rescore): {', '.join(sorted(unchecked))}" if unchecked else ""
+    different = _same_inputs(tables, list(packages))
+    if different is not None:
+        return RuleResult("evidence", "rescored_sample", ASKS, False, different)
     sample = _draw(tables, n, params.registry.bootstrap.seed)
     if not sample:
         return RuleResult("evidence", "rescored_sample", ASKS, True,
@@ -200,9 +266,9 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                 how = ("a boolean, compared exactly" if values.dtype == bool else
                        f"|Δ{' log p' if column.startswith(PROBABILITY) else ''}| {delta[j]:.3g} > {tolerance:g}")
                 return RuleResult("evidence", "rescored_sample", ASKS, False,
-                                  f"{who!r} table {key} row {rows[j]} column {column}: stored {stored[j]!r}, "
-                                  f"recomputed from the verified files {values[j]!r} ({how}); the evidence was not "
-                                  "computed by this model")
+                                  f"{who!r} table {key} row {rows[j]} column {column}: stored {_plain(stored[j])!r}, "
+                                  f"recomputed from the verified files {_plain(values[j])!r} ({how}); the evidence "
+                                  "was not computed by this model")
             worst = max(worst, float(delta.max(initial=0.0)))
         if fresh:
             count += len(rows)
