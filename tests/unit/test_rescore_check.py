@@ -78,7 +78,7 @@ class OldContract:
     language = None
 
     def rescore(self, lm, table, rows, options):
-        return _LM_QUALITY.rescore(lm, "lm_quality_chunks", rows, options)
+        return _LM_QUALITY.rescore(lm, "lm_quality_chunks", rows, options) if table == "chunks" else {}
 
 
 BENCHMARK = OldContract()
@@ -87,7 +87,7 @@ BENCHMARK = OldContract()
 
 def test_a_custom_module_with_the_older_four_argument_rescore_is_checked(tmp_path, tiny_scorer, monkeypatch):
     """``rescore(lm, table, rows, options)`` without ``tables``: called without it (no TypeError); its rows are
-    re-scored, and an edited one refused."""
+    re-scored, and an edited one refused. A table whose rescore returns ``{}`` is named apart."""
     from biaslab.config import Params
     from biaslab.registry import rescore
     from biaslab.serving import loader
@@ -103,8 +103,10 @@ def test_a_custom_module_with_the_older_four_argument_rescore_is_checked(tmp_pat
                      "gate": [{"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"}]},
         "evaluation": {"benchmarks": {"old_quality": {"module": "old_contract_bench"}}},
     })
-    honest = rescore.rescore_row(params, _Evidence({"old_quality__chunks": chunks}), {"base": tmp_path}, n=10_000)
-    assert honest.passed and honest.reason.startswith(f"{len(chunks)} rows recomputed"), honest.reason
+    evidence = _Evidence({"old_quality__chunks": chunks, "old_quality__summary": chunks.head(2)})
+    honest = rescore.rescore_row(params, evidence, {"base": tmp_path}, n=10_000)
+    assert honest.passed and honest.reason.startswith(f"{len(chunks)} rows recomputed (old_quality__chunks;")
+    assert "; 2 more drawn from tables whose rescore compares no column (old_quality__summary)" in honest.reason
     forged = chunks.assign(logprob=chunks["logprob"] + 0.01)
     refused = rescore.rescore_row(params, _Evidence({"old_quality__chunks": forged}), {"base": tmp_path}, n=10_000)
     assert not refused.passed and "column logprob" in refused.reason, refused.reason

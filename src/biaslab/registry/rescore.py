@@ -6,32 +6,39 @@ credential could log a self-consistent run with made-up tables. This check close
 table whose benchmark offers ``rescore`` (the benchmark's own request code, e.g.
 :func:`biaslab.benchmarks.pair_preference.rescore_pairs`), it draws ``n`` rows overall (seed
 ``registry.bootstrap.seed``) from the variant's and the base's tables, loads each version's verified files with
-biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the one ``serve`` uses), scores the
-rows again and refuses when a stored log-probability differs from the recomputed one by more than
-:data:`TOLERANCE`.
+biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the one ``serve`` uses; once per
+version, every language's scorer a ``with_prefix`` copy sharing that one loaded model), scores the rows again and
+refuses when a stored value differs from the recomputed one by more than :data:`TOLERANCE` (a probability on
+the log scale, a boolean exactly).
 
 Which columns are checked: every benchmark offers ``rescore(lm, table, rows, options, tables=...)``; per table it
-returns the stored columns that are pure functions of model and row, the raw scores every other column of the
-row derives from, recomputed by the benchmark's own request code (the function its ``run`` calls). A pair or
-aggregate row names its items, whose text is in another table of the same evaluation: ``tables`` hands the
-benchmark its stored tables, and the items' text is scored and aggregated again by the same code.
+returns the stored columns that are pure functions of model and row - the raw scores and the counts, answers and
+preferences the gate's rules read - recomputed by the benchmark's own request code (the function its ``run``
+calls). A pair or aggregate row names its items, whose text is in another table of the same evaluation:
+``tables`` hands the benchmark its stored tables, and the items' text is scored and aggregated again by the same
+code (a custom module's ``rescore`` written to the older ``(lm, table, rows, options)`` contract is called
+without ``tables``).
 
 * agreement ``pairs``: ``logprob_grammatical``, ``logprob_ungrammatical``; CrowS-Pairs ``crows_pairs_pairs``:
   ``score_more``, ``score_less``; RuBia ``rubia_pairs``: ``score_pro``, ``score_anti`` (causal or masked, PPLL/MPLL
-  and normalisation as the options say);
+  and normalisation as the options say), ``prefers_pro``;
 * OccuGender ``occugender_forms``: ``logprob``, ``n_tokens`` of each form; ``occugender_items``: ``log_P_<g>``,
   ``p_<g>``; ``occugender_jobs``: ``p_<g>`` (their forms scored and aggregated again);
-* GBEM-UA ``qa``: ``logprob_yes``, ``logprob_no``; ``qa_pairs``: ``logodds_male``, ``logodds_female`` (both with the
-  ``logprob`` parser; the ``embedding`` parser's answer is a generation judged by an encoder outside the model's
-  files: ``{}``); ``prob``: ``pos_logprob``, ``neg_logprob``, ``pos_n_tokens``, ``neg_n_tokens``; ``prob_pairs``:
-  the pair-padded ``p_pos_male``, ``p_pos_female``, ``p_neg_male``, ``p_neg_female``;
-* lm_quality ``lm_quality_chunks``: ``logprob``, ``n_tokens`` of the stored chunk ``text``;
+* GBEM-UA ``qa``: ``logprob_yes``, ``logprob_no``, ``answer_yes``; ``qa_pairs``: ``logodds_<side>``,
+  ``answer_yes_<side>`` (both with the ``logprob`` parser; the ``embedding`` parser's answer is a generation
+  judged by an encoder outside the model's files: ``{}``); ``prob``: ``pos_logprob``, ``neg_logprob``,
+  ``pos_n_tokens``, ``neg_n_tokens``, ``label``; ``prob_pairs``: the pair-padded ``p_pos_<side>``,
+  ``p_neg_<side>`` and ``label_<side>``;
+* lm_quality ``lm_quality_chunks``: ``logprob``, ``n_tokens``, ``n_chars`` of the stored chunk ``text``;
 * ClozeGender ``cloze_gender_genderlex``: ``logprob_m``/``_w``, ``n_tokens_m``/``_w``; the sentence tables
   (``_winobias``, ``_winogender``, ``_crows``, ``_genderlex_wino``): ``logprob_<side>`` and the sentence
   probability ``p_<side>``/``prob_<side>``.
 
-Columns that follow from these by arithmetic (votes, labels, preferences, gaps) are not compared; a table that
-returns ``{}`` compares nothing and its drawn rows are counted apart. A table whose rows lack what was scored (a
+Other columns follow from these by arithmetic (votes, gaps, CGS) and are not compared; a table whose ``rescore``
+returns ``{}`` (GBEM-UA's QA tables under the ``embedding`` parser) compares nothing and its drawn rows are counted
+apart, naming it. The text itself is checked across versions, without the model: the key and input columns
+(:data:`INPUTS`) of the variant's table must equal the base's for every key both have, so a forged easier text
+with honest scores of it is refused. A table whose rows lack what was scored (a
 dropped text column, a missing score column) is refused, not skipped; only a table of a benchmark without
 ``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one ``language`` (none
 scores rows of several languages behind a prefix; agreement and lm_quality have none and get no prefix), so the
@@ -238,7 +245,8 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         names its items, whose text is in another table."""
         return {k.partition("__")[2]: f for (w, k), f in tables.items() if w == who and k.partition("__")[0] == name}
 
-    worst, count, idle = 0.0, 0, 0
+    worst, count = 0.0, 0
+    idle: dict[str, int] = {}  # table -> rows drawn from it whose rescore returned {}
     for (who, key), rows in sample.items():
         name, _, table = key.partition("__")
         benchmark, options = benchmarks[name]
@@ -272,10 +280,11 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
             worst = max(worst, float(delta.max(initial=0.0)))
         if fresh:
             count += len(rows)
-        else:  # a table without per-row scores of its own (an aggregate, a pair table): nothing compared
-            idle += len(rows)
+        else:  # rescore returned {}: no column of the model's to compare (of biaslab's, GBEM-UA's qa and qa_pairs
+            idle[key] = idle.get(key, 0) + len(rows)  # under the embedding parser: an encoder judged the answers)
+    skipped = (f"; {sum(idle.values())} more drawn from tables whose rescore compares no column "
+               f"({', '.join(sorted(idle))})" if idle else "")
     return RuleResult("evidence", "rescored_sample", ASKS, True,
-                      f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample}))}; seed "
-                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats"
-                      f"{f'; {idle} more drawn from tables without per-row scores' if idle else ''}{note}",
+                      f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample} - set(idle)))}; seed "
+                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats{skipped}{note}",
                       estimate=worst)
