@@ -8,8 +8,11 @@ Tiny models and tiny evaluations (the benchmarks' own unit-test data), evidence 
 
 from __future__ import annotations
 
+import copy
+import gc
 import os
 import sys
+import weakref
 
 import pandas as pd
 import pytest
@@ -34,7 +37,8 @@ def _tables(name: str, tmp_path, tiny_scorer) -> dict[str, pd.DataFrame]:
 
 def test_each_version_is_loaded_once_whatever_the_languages(tmp_path, tiny_scorer, monkeypatch):
     """Tables of four benchmarks (no language, uk, ru, en) of a variant and its base: the loader (which verifies
-    the package and loads the weights) runs exactly once per version, not once per (version, language)."""
+    the package and loads the weights) runs exactly once per version, not once per (version, language), and the
+    first version's model is released before the second one loads."""
     from biaslab.registry import rescore
     from biaslab.serving import loader
 
@@ -43,10 +47,15 @@ def test_each_version_is_loaded_once_whatever_the_languages(tmp_path, tiny_score
         key = f"{name}__{table}"
         tables[key] = _tables(name, tmp_path, tiny_scorer)[key].head(8)
     loads: list[str] = []
+    held: list[weakref.ref] = []
 
     def load(package):
+        gc.collect()
+        assert all(ref() is None for ref in held), "the previous version's scorer is still held"
+        scorer = copy.copy(tiny_scorer)  # the same tiny model: each version's own scorer object
+        held.append(weakref.ref(scorer))
         loads.append(str(package))
-        return served(tiny_scorer)
+        return served(scorer)
 
     monkeypatch.setattr(loader, "load_served_variant", load)
     params = _params("lm_quality", {}, {name: {} for name in LANGUAGES if name != "lm_quality"})
@@ -179,6 +188,10 @@ def test_a_forged_text_with_honest_scores_is_refused(evaluated, tiny_scorer, mon
     assert not refused.passed
     assert refused.reason.startswith(f"table {key} (language='en', document=0, chunk=1) column text: 'variant' "
                                      "stored 'The the the the the.'"), refused.reason
+    variant = base.drop(columns="text")  # the text dropped from the variant's table only
+    dropped = rescore.rescore_row(params, Evidence({}), packages, n=10_000)
+    assert not dropped.passed and dropped.reason.startswith(f"table {key}: 'base''s table has column text, "
+                                                            "'variant''s not"), dropped.reason
 
 
 def test_a_flipped_label_is_refused(evaluated, tiny_scorer, monkeypatch):

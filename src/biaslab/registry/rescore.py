@@ -60,7 +60,7 @@ SAMPLE = 64  # rows drawn over all re-scorable tables of the variant and the bas
 # the package's settings name, on the CPU float32 unless they say otherwise. A log-prob or count column is
 # compared absolutely; a probability column (PROBABILITY) on the log scale, |Δ log p| (a relative error of ~1e-3):
 # its values sit near 0.0025 (GBEM-UA's pair-padded P+/P-, ClozeGender's mean token probabilities), where an
-# absolute 1e-3 would let an edit of a third of the value through; a boolean (an answer, a preference) exactly.
+# absolute 1e-3 would let an edit of 40% of the value through; a boolean (an answer, a preference) exactly.
 TOLERANCE = 1e-3
 PROBABILITY = ("p_", "prob_")  # column-name prefixes of the probabilities the benchmarks' rescore returns
 # (key columns, input columns) of each re-scored table by ``<benchmark>__<table>``: what names a row and what the
@@ -188,10 +188,14 @@ def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str]) -> str
             first = present[0]
             a, b = tables[(first, key)], tables[(other, key)]
             columns = [c for c in (*keys, *inputs) if c in a.columns or c in b.columns]
-            lacking = next((c for c in (*keys, *columns) if c not in a.columns or c not in b.columns), None)
-            if lacking is not None:
-                return (f"table {key}: column {lacking} is in {first!r}'s table but not in {other!r}'s, or in neither "
-                        "(it names or holds what the model scored)")
+            for c in (*keys, *columns):
+                if c in a.columns and c in b.columns:
+                    continue
+                if c not in a.columns and c not in b.columns:  # only a key can be in neither
+                    return f"table {key}: no key column {c} in either version's table"
+                has, lacks = (first, other) if c in a.columns else (other, first)
+                return (f"table {key}: {has!r}'s table has column {c}, {lacks!r}'s not (it names or holds what the "
+                        "model scored)")
             compared = [c for c in columns if c not in keys]
             try:
                 both = a[columns].drop_duplicates().merge(b[columns].drop_duplicates(), on=list(keys),
@@ -237,7 +241,7 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
     if not sample:
         return RuleResult("evidence", "rescored_sample", ASKS, True,
                           f"0 rows: the evidence has no re-scorable prediction table{note}")
-    served: dict[str, Any] = {}  # who -> its one load
+    served: dict[str, Any] = {}  # who -> its one load; one version held at a time (an 8B model is 32 GB on a CPU)
     scorers: dict[tuple[str, str | None], Any] = {}
 
     def siblings(who: str, name: str) -> dict[str, Any]:
@@ -247,11 +251,14 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
 
     worst, count = 0.0, 0
     idle: dict[str, int] = {}  # table -> rows drawn from it whose rescore returned {}
-    for (who, key), rows in sample.items():
+    order = list(packages)
+    for (who, key), rows in sorted(sample.items(), key=lambda item: order.index(item[0][0])):  # version by version
         name, _, table = key.partition("__")
         benchmark, options = benchmarks[name]
         language = getattr(benchmark, "language", None)
         if who not in served:
+            served.clear()  # the previous version's model and its scorers go before the next one loads
+            scorers.clear()
             served[who] = _load(packages[who])
         if (who, language) not in scorers:
             scorers[(who, language)] = _scorer(served[who], language)
