@@ -65,15 +65,18 @@ def _benchmark(name: str):
 
 # (benchmark, options, masked?) -> the raw columns each prediction table's rescore must return
 CASES = [
-    ("rubia", {}, False, {"rubia_pairs": {"score_pro", "score_anti"}}),
-    ("rubia", {"normalize": "mean", "lowercase": True}, True, {"rubia_pairs": {"score_pro", "score_anti"}}),
+    ("rubia", {}, False, {"rubia_pairs": {"score_pro", "score_anti", "prefers_pro"}}),
+    ("rubia", {"normalize": "mean", "lowercase": True}, True,
+     {"rubia_pairs": {"score_pro", "score_anti", "prefers_pro"}}),
     ("occugender", {}, False, {"occugender_forms": {"logprob", "n_tokens"},
                                "occugender_items": {f"{k}_{g}" for k in ("p", "log_P") for g in GENDERS},
                                "occugender_jobs": {f"p_{g}" for g in GENDERS}}),
-    ("gbem_ua", {}, False, {"qa": {"logprob_yes", "logprob_no"}, "qa_pairs": {"logodds_male", "logodds_female"},
-                            "prob": {"pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens"},
-                            "prob_pairs": {"p_pos_male", "p_pos_female", "p_neg_male", "p_neg_female"}}),
-    ("lm_quality", {}, False, {"lm_quality_chunks": {"logprob", "n_tokens"}}),
+    ("gbem_ua", {}, False, {"qa": {"logprob_yes", "logprob_no", "answer_yes"},
+                            "qa_pairs": {"logodds_male", "logodds_female", "answer_yes_male", "answer_yes_female"},
+                            "prob": {"pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens", "label"},
+                            "prob_pairs": {"p_pos_male", "p_pos_female", "p_neg_male", "p_neg_female", "label_male",
+                                           "label_female"}}),
+    ("lm_quality", {}, False, {"lm_quality_chunks": {"logprob", "n_tokens", "n_chars"}}),
     ("cloze_gender", {}, False, {
         "cloze_gender_genderlex": {"logprob_m", "logprob_w", "n_tokens_m", "n_tokens_w"},
         "cloze_gender_winobias": {"logprob_pro", "logprob_anti", "prob_pro", "prob_anti"},
@@ -121,6 +124,14 @@ def test_rescore_equals_the_stored_raw_columns_batched_and_one_by_one(case, tmp_
                 assert float(values[0]) == pytest.approx(float(frame[column].iloc[i]), abs=1e-5), (table, column, i)
 
 
+def served(lm, prefixes: dict[str, str] | None = None):
+    """``lm`` as :func:`biaslab.serving.loader.load_served_variant` returns a version (a prompt version with
+    ``prefixes``)."""
+    from biaslab.serving.predictor import ServedVariant
+
+    return ServedVariant(lm, variant="v", method="prompt" if prefixes else "none", kind="full", prefixes=prefixes or {})
+
+
 class _Evidence:
     """What :func:`rescore_row` reads of an evaluation: each variant's prediction tables by ``<benchmark>__<table>``."""
 
@@ -131,14 +142,17 @@ class _Evidence:
         return {k: v.copy() for k, v in self.tables.items()}
 
 
-def _params(name: str, options: dict):
+def _params(name: str, options: dict, more: dict | None = None):
+    """Params with benchmark ``name`` (and ``more``: benchmark -> options) evaluated."""
     from biaslab.config import Params
 
+    benchmarks = {b: {"module": f"biaslab.benchmarks.{b}", "options": o}
+                  for b, o in {name: options, **(more or {})}.items()}
     return Params.model_validate({
         "variants": {"base": {"method": "none", "model_dir": "models/base"}},
         "registry": {"model_name": "m", "champion_model": "c", "promotions_experiment": "p",
                      "gate": [{"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"}]},
-        "evaluation": {"benchmarks": {name: {"module": f"biaslab.benchmarks.{name}", "options": options}}},
+        "evaluation": {"benchmarks": benchmarks},
     })
 
 
@@ -150,7 +164,7 @@ def test_an_edited_stored_value_is_refused_by_the_promoters_check(case, tmp_path
 
     name, options, _, expected = case
     lm, predictions = _evaluated(case, tmp_path, tiny_scorer, tiny_bert_scorer)
-    monkeypatch.setattr(rescore, "_scorer", lambda package, language: lm)  # the verified files' scorer, in small
+    monkeypatch.setattr(rescore, "_load", lambda package: served(lm))  # the verified files' load, in small
     params = _params(name, options)
     tables = {f"{name}__{t}": f for t, f in predictions.items()}
     honest = rescore.rescore_row(params, _Evidence(tables), {"base": tmp_path}, n=10_000)
@@ -158,7 +172,7 @@ def test_an_edited_stored_value_is_refused_by_the_promoters_check(case, tmp_path
     assert "not re-scorable" not in honest.reason
     checked = sum(len(predictions[t]) for t, columns in expected.items() if columns)
     assert honest.reason.startswith(f"{checked} rows recomputed"), honest.reason  # rows of {} tables apart
-    assert ("without per-row scores" in honest.reason) == any(not c for c in expected.values())
+    assert ("compares no column" in honest.reason) == any(not c for c in expected.values())
     for table, columns in expected.items():  # one column per table (the comparison is the same for every column)
         column = sorted(columns)[-1]
         forged = dict(tables)
@@ -176,7 +190,7 @@ def test_a_table_without_the_scored_text_is_refused(tmp_path, tiny_scorer, monke
     from biaslab.registry import rescore
 
     lm, predictions = _evaluated(CASES[4], tmp_path, tiny_scorer, None)
-    monkeypatch.setattr(rescore, "_scorer", lambda package, language: lm)
+    monkeypatch.setattr(rescore, "_load", lambda package: served(lm))
     tables = {"lm_quality__lm_quality_chunks": predictions["lm_quality_chunks"].drop(columns="text")}
     row = rescore.rescore_row(_params("lm_quality", {}), _Evidence(tables), {"base": tmp_path})
     assert not row.passed and "lm_quality__lm_quality_chunks" in row.reason and "cannot be scored again" in row.reason

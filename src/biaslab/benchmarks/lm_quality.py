@@ -124,14 +124,15 @@ class LmQuality:
 
     def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
                 tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
-        """``logprob`` and ``n_tokens`` of stored ``rows`` of ``lm_quality_chunks``, each stored chunk ``text``
-        scored again by :func:`score_chunks` as :meth:`run` scores it (the promoter's re-scoring sample,
-        :mod:`biaslab.registry.rescore`); perplexity and bits per character follow from them and ``n_chars``.
-        The stored text is what is re-scored, so the check does not depend on how documents were chunked."""
+        """``logprob``, ``n_tokens`` and ``n_chars`` of stored ``rows`` of ``lm_quality_chunks``, each stored chunk
+        ``text`` scored again by :func:`score_chunks` as :meth:`run` scores it (the promoter's re-scoring sample,
+        :mod:`biaslab.registry.rescore`); perplexity and bits per character follow from them (``n_chars`` is the
+        divisor of bits per character, so a stored count is checked against the text too). The stored text is
+        what is re-scored, so the check does not depend on how documents were chunked."""
         if table != "lm_quality_chunks":
             return {}
         scored = score_chunks(lm, rows.reset_index(drop=True))
-        return {"logprob": scored["logprob"].to_numpy(), "n_tokens": scored["n_tokens"].to_numpy()}
+        return {c: scored[c].to_numpy() for c in ("logprob", "n_tokens", "n_chars")}
 
     def item_statistics(self, options: dict[str, Any]) -> dict[str, ItemStatistic]:
         """Pooled bits per character (and per language) as statistics of the scored chunks, paired chunk by chunk

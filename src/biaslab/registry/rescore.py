@@ -6,32 +6,39 @@ credential could log a self-consistent run with made-up tables. This check close
 table whose benchmark offers ``rescore`` (the benchmark's own request code, e.g.
 :func:`biaslab.benchmarks.pair_preference.rescore_pairs`), it draws ``n`` rows overall (seed
 ``registry.bootstrap.seed``) from the variant's and the base's tables, loads each version's verified files with
-biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the one ``serve`` uses), scores the
-rows again and refuses when a stored log-probability differs from the recomputed one by more than
-:data:`TOLERANCE`.
+biaslab's own loader (:func:`biaslab.serving.loader.load_served_variant`, the one ``serve`` uses; once per
+version, every language's scorer a ``with_prefix`` copy sharing that one loaded model), scores the rows again and
+refuses when a stored value differs from the recomputed one by more than :data:`TOLERANCE` (a probability on
+the log scale, a boolean exactly).
 
 Which columns are checked: every benchmark offers ``rescore(lm, table, rows, options, tables=...)``; per table it
-returns the stored columns that are pure functions of model and row, the raw scores every other column of the
-row derives from, recomputed by the benchmark's own request code (the function its ``run`` calls). A pair or
-aggregate row names its items, whose text is in another table of the same evaluation: ``tables`` hands the
-benchmark its stored tables, and the items' text is scored and aggregated again by the same code.
+returns the stored columns that are pure functions of model and row - the raw scores and the counts, answers and
+preferences the gate's rules read - recomputed by the benchmark's own request code (the function its ``run``
+calls). A pair or aggregate row names its items, whose text is in another table of the same evaluation:
+``tables`` hands the benchmark its stored tables, and the items' text is scored and aggregated again by the same
+code (a custom module's ``rescore`` written to the older ``(lm, table, rows, options)`` contract is called
+without ``tables``).
 
 * agreement ``pairs``: ``logprob_grammatical``, ``logprob_ungrammatical``; CrowS-Pairs ``crows_pairs_pairs``:
   ``score_more``, ``score_less``; RuBia ``rubia_pairs``: ``score_pro``, ``score_anti`` (causal or masked, PPLL/MPLL
-  and normalisation as the options say);
+  and normalisation as the options say), ``prefers_pro``;
 * OccuGender ``occugender_forms``: ``logprob``, ``n_tokens`` of each form; ``occugender_items``: ``log_P_<g>``,
   ``p_<g>``; ``occugender_jobs``: ``p_<g>`` (their forms scored and aggregated again);
-* GBEM-UA ``qa``: ``logprob_yes``, ``logprob_no``; ``qa_pairs``: ``logodds_male``, ``logodds_female`` (both with the
-  ``logprob`` parser; the ``embedding`` parser's answer is a generation judged by an encoder outside the model's
-  files: ``{}``); ``prob``: ``pos_logprob``, ``neg_logprob``, ``pos_n_tokens``, ``neg_n_tokens``; ``prob_pairs``:
-  the pair-padded ``p_pos_male``, ``p_pos_female``, ``p_neg_male``, ``p_neg_female``;
-* lm_quality ``lm_quality_chunks``: ``logprob``, ``n_tokens`` of the stored chunk ``text``;
+* GBEM-UA ``qa``: ``logprob_yes``, ``logprob_no``, ``answer_yes``; ``qa_pairs``: ``logodds_<side>``,
+  ``answer_yes_<side>`` (both with the ``logprob`` parser; the ``embedding`` parser's answer is a generation
+  judged by an encoder outside the model's files: ``{}``); ``prob``: ``pos_logprob``, ``neg_logprob``,
+  ``pos_n_tokens``, ``neg_n_tokens``, ``label``; ``prob_pairs``: the pair-padded ``p_pos_<side>``,
+  ``p_neg_<side>`` and ``label_<side>``;
+* lm_quality ``lm_quality_chunks``: ``logprob``, ``n_tokens``, ``n_chars`` of the stored chunk ``text``;
 * ClozeGender ``cloze_gender_genderlex``: ``logprob_m``/``_w``, ``n_tokens_m``/``_w``; the sentence tables
   (``_winobias``, ``_winogender``, ``_crows``, ``_genderlex_wino``): ``logprob_<side>`` and the sentence
   probability ``p_<side>``/``prob_<side>``.
 
-Columns that follow from these by arithmetic (votes, labels, preferences, gaps) are not compared; a table that
-returns ``{}`` compares nothing and its drawn rows are counted apart. A table whose rows lack what was scored (a
+Other columns follow from these by arithmetic (votes, gaps, CGS) and are not compared; a table whose ``rescore``
+returns ``{}`` (GBEM-UA's QA tables under the ``embedding`` parser) compares nothing and its drawn rows are counted
+apart, naming it. The text itself is checked across versions, without the model: the key and input columns
+(:data:`INPUTS`) of the variant's table must equal the base's for every key both have, so a forged easier text
+with honest scores of it is refused. A table whose rows lack what was scored (a
 dropped text column, a missing score column) is refused, not skipped; only a table of a benchmark without
 ``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one ``language`` (none
 scores rows of several languages behind a prefix; agreement and lm_quality have none and get no prefix), so the
@@ -46,12 +53,43 @@ from typing import Any
 from biaslab.registry.gate import RuleResult
 
 SAMPLE = 64  # rows drawn over all re-scorable tables of the variant and the base together
-# nats, absolute: the evaluation scores rows in batches (padding, a different summation order) and the check
-# scores a sample in other batches; float32 sums of a sentence's token log-probs then differ by ~1e-6..1e-5
-# (measured max |Δ| is in the row's reason). 1e-3 is two orders above that and far below a forged edit that
-# changes a verdict (a tie within 1e-3 nats is the only thing it lets through). bf16 weights need more: the
-# check runs in the dtype the package's settings name, on the CPU float32 unless they say otherwise.
+# nats: the evaluation scores rows in batches (padding, a different summation order) and the check scores a
+# sample in other batches; float32 sums of a sentence's token log-probs then differ by ~1e-6..1e-5 (measured max
+# |Δ| is in the row's reason). 1e-3 is two orders above that and far below a forged edit that changes a verdict
+# (a tie within 1e-3 nats is the only thing it lets through). bf16 weights need more: the check runs in the dtype
+# the package's settings name, on the CPU float32 unless they say otherwise. A log-prob or count column is
+# compared absolutely; a probability column (PROBABILITY) on the log scale, |Δ log p| (a relative error of ~1e-3):
+# its values sit near 0.0025 (GBEM-UA's pair-padded P+/P-, ClozeGender's mean token probabilities), where an
+# absolute 1e-3 would let an edit of 40% of the value through; a boolean (an answer, a preference) exactly.
 TOLERANCE = 1e-3
+PROBABILITY = ("p_", "prob_")  # column-name prefixes of the probabilities the benchmarks' rescore returns
+# (key columns, input columns) of each re-scored table by ``<benchmark>__<table>``: what names a row and what the
+# model scored for it (its text, or the items a pair row names) or the metric compares it with (a label). A
+# benchmark's rescore scores whatever text is stored, so a forged easier text with honest scores of it would pass
+# the score check: every version's inputs must equal the others' (the variant's the base's) for each key both
+# tables have. A column in neither table is skipped; in one only, refused.
+_ITEM = ("group", "profession", "experience", "is_correct", "is_male")
+_PAIR = (("pairing", "male_item_id"), ("female_item_id", "profession", "experience", "is_correct"))
+_GENDERLEX = ("sent_m", "sent_w", "context", "hb")
+INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "agreement__pairs": (("pair_id",), ("language", "grammatical", "ungrammatical")),
+    "crows_pairs__crows_pairs_pairs": (("pair_id",), ("sent_more", "sent_less", "stereo_antistereo", "bias_type")),
+    "rubia__rubia_pairs": (("pair_id",), ("pro", "anti", "domain", "subdomain")),
+    "occugender__occugender_forms": (("condition", "abstraction", "job", "prompt_id", "gender", "form"),
+                                     ("bias_type", "context", "continuation")),
+    "occugender__occugender_items": (("condition", "abstraction", "job", "prompt_id"), ("bias_type",)),
+    "occugender__occugender_jobs": (("condition", "abstraction", "bias_type", "job"), ("group", "female_ratio")),
+    "gbem_ua__qa": (("item_id",), (*_ITEM, "prompt")),
+    "gbem_ua__prob": (("item_id",), (*_ITEM, "pos_sentence", "neg_sentence")),
+    "gbem_ua__qa_pairs": _PAIR,
+    "gbem_ua__prob_pairs": _PAIR,
+    "lm_quality__lm_quality_chunks": (("language", "document", "chunk"), ("text",)),
+    "cloze_gender__cloze_gender_genderlex": (("subject", "context_type", "row"), _GENDERLEX),
+    "cloze_gender__cloze_gender_genderlex_wino": (("dataset", "context_type", "row"), _GENDERLEX),
+    "cloze_gender__cloze_gender_winobias": (("pair_id",), ("pro_sentence", "anti_sentence")),
+    "cloze_gender__cloze_gender_winogender": (("item_id",), ("sentence_male", "sentence_female", "sentence_neutral")),
+    "cloze_gender__cloze_gender_crows": (("pair_id",), ("sent_m", "sent_w", "hb")),
+}
 ASKS = "a seeded sample of the evidence's prediction rows, scored again from the verified bytes, agrees"
 
 
@@ -83,14 +121,97 @@ def _draw(tables: dict[tuple[str, str], Any], n: int, seed: int) -> dict[tuple[s
     return out
 
 
-def _scorer(package: Path, language: str | None) -> Any:
-    """The version's scorer as ``serve`` builds it, with the prompt prefix the evaluation used for ``language``."""
+def _load(package: Path) -> Any:
+    """The version's files loaded as ``serve`` loads them (verified again; an overlay or prompt version's base
+    downloaded and loaded too): once per version, every language's scorer is built from this one load."""
     from biaslab.serving.loader import load_served_variant
+
+    return load_served_variant(package)
+
+
+def _scorer(served: Any, language: str | None) -> Any:
+    """``served``'s scorer with the prompt prefix the evaluation used for ``language``: a shallow copy sharing
+    the loaded model (``with_prefix``), so the languages of one version cost no second load."""
     from biaslab.serving.predictor import select_prefix
 
-    served = load_served_variant(package)
     prefix = select_prefix(served.prefixes, served.method, language) if language else ""
     return served.scorer.with_prefix(prefix) if prefix else served.scorer
+
+
+def _call(benchmark: Any, lm: Any, table: str, rows: Any, options: dict[str, Any], tables: dict[str, Any]) -> Any:
+    """``benchmark.rescore``, given ``tables`` only when its signature takes them: a custom module written to the
+    older four-argument contract (``lm, table, rows, options``) is still called, not crashed with a TypeError."""
+    import inspect
+
+    try:
+        accepted = inspect.signature(benchmark.rescore).parameters
+    except (TypeError, ValueError):  # a callable without a readable signature: the older contract
+        accepted = {}
+    if "tables" in accepted or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return benchmark.rescore(lm, table, rows, options, tables=tables)
+    return benchmark.rescore(lm, table, rows, options)
+
+
+def _delta(column: str, stored: Any, fresh: Any) -> Any:
+    """Per row, how far the stored value is from the recomputed one (see :data:`TOLERANCE`): a boolean column
+    0 or inf (a stored value that is not that boolean: inf); a probability |Δ log p|; anything else |Δ|. NaN
+    equals NaN; NaN against a number, or a stored value that is not a number, is inf."""
+    import numpy as np
+    import pandas as pd
+
+    fresh = np.asarray(fresh)
+    if fresh.dtype == bool:
+        stored = np.asarray(stored, dtype=object)
+        same = [isinstance(s, (bool, np.bool_)) and bool(s) == bool(v) for s, v in zip(stored, fresh)]
+        return np.where(same, 0.0, np.inf)
+    stored = pd.to_numeric(pd.Series(np.asarray(stored, dtype=object)), errors="coerce").to_numpy(dtype=float)
+    values = fresh.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        delta = np.abs(np.log(values) - np.log(stored)) if column.startswith(PROBABILITY) else np.abs(values - stored)
+    delta[values == stored] = 0.0  # also two zero probabilities
+    delta[np.isnan(values) & np.isnan(stored)] = 0.0
+    delta[np.isnan(delta)] = np.inf  # one NaN, the other a number; a negative probability
+    return delta
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (for a reason that reads ``0``, not ``np.int64(0)``)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str]) -> str | None:
+    """Why the versions' tables do not hold the same inputs (:data:`INPUTS`) for the same keys, or ``None``: each
+    version's whole table (no model involved) against the first version's, on the keys both have."""
+    for key, (keys, inputs) in INPUTS.items():
+        present = [w for w in versions if (w, key) in tables]
+        for other in present[1:]:
+            first = present[0]
+            a, b = tables[(first, key)], tables[(other, key)]
+            columns = [c for c in (*keys, *inputs) if c in a.columns or c in b.columns]
+            for c in (*keys, *columns):
+                if c in a.columns and c in b.columns:
+                    continue
+                if c not in a.columns and c not in b.columns:  # only a key can be in neither
+                    return f"table {key}: no key column {c} in either version's table"
+                has, lacks = (first, other) if c in a.columns else (other, first)
+                return (f"table {key}: {has!r}'s table has column {c}, {lacks!r}'s not (it names or holds what the "
+                        "model scored)")
+            compared = [c for c in columns if c not in keys]
+            try:
+                both = a[columns].drop_duplicates().merge(b[columns].drop_duplicates(), on=list(keys),
+                                                          suffixes=("", " (other)"))
+            except (ValueError, TypeError) as exc:  # keys of different types
+                return f"table {key}: the keys {list(keys)} of {first!r} and {other!r} do not compare ({exc})"
+            for column in compared:
+                mine, theirs = both[column], both[f"{column} (other)"]
+                differ = ~((mine == theirs) | (mine.isna() & theirs.isna()))
+                if differ.any():
+                    j = int(differ.to_numpy().nonzero()[0][0])
+                    named = ", ".join(f"{k}={_plain(both[k].iloc[j])!r}" for k in keys)
+                    return (f"table {key} ({named}) column {column}: {first!r} stored {_plain(mine.iloc[j])!r}, "
+                            f"{other!r} stored {_plain(theirs.iloc[j])!r}; the versions were evaluated on the same "
+                            "items, so one evidence table holds other text than was evaluated")
+    return None
 
 
 def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int = SAMPLE,
@@ -113,10 +234,14 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                 continue
             tables[(who, key)] = frame.reset_index(drop=True)
     note = f"; not re-scorable (no rescore): {', '.join(sorted(unchecked))}" if unchecked else ""
+    different = _same_inputs(tables, list(packages))
+    if different is not None:
+        return RuleResult("evidence", "rescored_sample", ASKS, False, different)
     sample = _draw(tables, n, params.registry.bootstrap.seed)
     if not sample:
         return RuleResult("evidence", "rescored_sample", ASKS, True,
                           f"0 rows: the evidence has no re-scorable prediction table{note}")
+    served: dict[str, Any] = {}  # who -> its one load; one version held at a time (an 8B model is 32 GB on a CPU)
     scorers: dict[tuple[str, str | None], Any] = {}
 
     def siblings(who: str, name: str) -> dict[str, Any]:
@@ -124,17 +249,22 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         names its items, whose text is in another table."""
         return {k.partition("__")[2]: f for (w, k), f in tables.items() if w == who and k.partition("__")[0] == name}
 
-    worst, count, idle = 0.0, 0, 0
-    for (who, key), rows in sample.items():
+    worst, count = 0.0, 0
+    idle: dict[str, int] = {}  # table -> rows drawn from it whose rescore returned {}
+    order = list(packages)
+    for (who, key), rows in sorted(sample.items(), key=lambda item: order.index(item[0][0])):  # version by version
         name, _, table = key.partition("__")
         benchmark, options = benchmarks[name]
         language = getattr(benchmark, "language", None)
+        if who not in served:
+            served.clear()  # the previous version's model and its scorers go before the next one loads
+            scorers.clear()
+            served[who] = _load(packages[who])
         if (who, language) not in scorers:
-            scorers[(who, language)] = _scorer(packages[who], language)
+            scorers[(who, language)] = _scorer(served[who], language)
         picked = tables[(who, key)].iloc[rows]
         try:
-            fresh = benchmark.rescore(scorers[(who, language)], table, picked, options,
-                                      tables=siblings(who, name))
+            fresh = _call(benchmark, scorers[(who, language)], table, picked, options, siblings(who, name))
         except (KeyError, ValueError) as exc:  # a stored row without the text its scores came from, or bad text
             return RuleResult("evidence", "rescored_sample", ASKS, False,
                               f"{who!r} table {key}: its rows cannot be scored again ({type(exc).__name__}: {exc}); "
@@ -143,25 +273,25 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
             if column not in picked.columns:
                 return RuleResult("evidence", "rescored_sample", ASKS, False,
                                   f"{who!r} table {key}: no column {column} (a score the benchmark writes)")
-            stored = picked[column].to_numpy(dtype=float)
-            values = np.asarray(values, dtype=float)
-            delta = np.abs(values - stored)
-            delta[np.isnan(values) & np.isnan(stored)] = 0.0
-            delta[np.isnan(delta)] = np.inf  # one NaN, the other a number
+            stored, values = picked[column].to_numpy(), np.asarray(values)
+            delta = _delta(column, stored, values)
             bad = np.flatnonzero(delta > tolerance)
             if bad.size:
                 j = int(bad[0])
+                how = ("a boolean, compared exactly" if values.dtype == bool else
+                       f"|Δ{' log p' if column.startswith(PROBABILITY) else ''}| {delta[j]:.3g} > {tolerance:g}")
                 return RuleResult("evidence", "rescored_sample", ASKS, False,
-                                  f"{who!r} table {key} row {rows[j]} column {column}: stored {stored[j]!r}, "
-                                  f"recomputed from the verified files {values[j]!r} (|Δ| {delta[j]:.3g} > "
-                                  f"{tolerance:g}); the evidence was not computed by this model")
+                                  f"{who!r} table {key} row {rows[j]} column {column}: stored {_plain(stored[j])!r}, "
+                                  f"recomputed from the verified files {_plain(values[j])!r} ({how}); the evidence "
+                                  "was not computed by this model")
             worst = max(worst, float(delta.max(initial=0.0)))
         if fresh:
             count += len(rows)
-        else:  # a table without per-row scores of its own (an aggregate, a pair table): nothing compared
-            idle += len(rows)
+        else:  # rescore returned {}: no column of the model's to compare (of biaslab's, GBEM-UA's qa and qa_pairs
+            idle[key] = idle.get(key, 0) + len(rows)  # under the embedding parser: an encoder judged the answers)
+    skipped = (f"; {sum(idle.values())} more drawn from tables whose rescore compares no column "
+               f"({', '.join(sorted(idle))})" if idle else "")
     return RuleResult("evidence", "rescored_sample", ASKS, True,
-                      f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample}))}; seed "
-                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats"
-                      f"{f'; {idle} more drawn from tables without per-row scores' if idle else ''}{note}",
+                      f"{count} rows recomputed ({', '.join(sorted({k for _, k in sample} - set(idle)))}; seed "
+                      f"{params.registry.bootstrap.seed}), max |Δ| {worst:.3g} <= {tolerance:g} nats{skipped}{note}",
                       estimate=worst)

@@ -81,15 +81,17 @@ class GbemUaBenchmark:
         """The raw scores of stored ``rows``, scored again by :meth:`run`'s own request code (the promoter's
         re-scoring sample, :mod:`biaslab.registry.rescore`), with the same prompt join:
 
-        * ``qa``: ``logprob_yes``, ``logprob_no`` of each stored ``prompt`` (:func:`qa_parsers.parse_by_logprob`;
-          ``answer_yes`` follows). With the ``embedding`` parser the answer is a generation judged by a sentence
-          encoder that is not part of the model's files: ``{}``;
+        * ``qa``: ``logprob_yes``, ``logprob_no`` of each stored ``prompt`` (:func:`qa_parsers.parse_by_logprob`)
+          and the ``answer_yes`` it gives (what the F1s and the gate's answer floor read). With the ``embedding``
+          parser the answer is a generation judged by a sentence encoder that is not part of the model's files:
+          ``{}``;
         * ``prob``: ``pos_logprob``, ``neg_logprob`` and their ``n_tokens`` of the stored sentences
-          (:func:`sentence_probabilities`; ``p_pos``, ``p_neg`` and ``label`` follow);
-        * ``qa_pairs``: ``logodds_male``, ``logodds_female`` (logprob parser) and ``prob_pairs``: the pair-padded
-          ``p_pos_male`` ... ``p_neg_female`` - a pair row names its two items, so their stored text is read from
-          ``tables`` (the evaluation's ``qa`` / ``prob`` table) and scored as :func:`qa_pair_table` /
-          :func:`score_prob_sentences` do; ``{}`` without ``tables``.
+          (:func:`sentence_probabilities`; ``p_pos``, ``p_neg`` follow) and the ``label`` P+ > P-;
+        * ``qa_pairs``: ``logodds_male``, ``logodds_female`` and ``answer_yes_male``, ``answer_yes_female`` (logprob
+          parser; ``qa_diff`` reads the answers) and ``prob_pairs``: the pair-padded ``p_pos_male`` ...
+          ``p_neg_female`` and ``label_male``, ``label_female`` - a pair row names its two items, so their stored
+          text is read from ``tables`` (the evaluation's ``qa`` / ``prob`` table) and scored as
+          :func:`qa_pair_table` / :func:`score_prob_sentences` do; ``{}`` without ``tables``.
         """
         from biaslab.benchmarks.gbem_ua import qa_parsers
 
@@ -98,12 +100,13 @@ class GbemUaBenchmark:
         logprob = opts["qa_parser"] == "logprob"
         if table == "qa" and logprob:
             parsed = qa_parsers.parse_by_logprob(joined(lm, opts), rows["prompt"].tolist(), opts["qa_capitalisation"])
-            return {"logprob_yes": parsed["logprob_yes"].to_numpy(), "logprob_no": parsed["logprob_no"].to_numpy()}
+            return {c: parsed[c].to_numpy() for c in ("logprob_yes", "logprob_no", "answer_yes")}
         if table == "prob":
             fresh = pd.DataFrame(index=rows.index)
             sentence_probabilities(joined(lm, opts), fresh, rows["pos_sentence"].tolist(),
                                    rows["neg_sentence"].tolist(), [], bool(opts["pad_pairs_with_eos"]), None)
-            return {c: fresh[c].to_numpy() for c in ("pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens")}
+            out = {c: fresh[c].to_numpy() for c in ("pos_logprob", "neg_logprob", "pos_n_tokens", "neg_n_tokens")}
+            return {**out, "label": (fresh["p_pos"] > fresh["p_neg"]).to_numpy()}  # as score_prob_sentences
         if tables is None or table not in ("qa_pairs", "prob_pairs") or (table == "qa_pairs" and not logprob):
             return {}
         named = pd.unique(pd.concat([rows["male_item_id"], rows["female_item_id"]]))
@@ -111,11 +114,12 @@ class GbemUaBenchmark:
         if table == "qa_pairs":
             parsed = qa_parsers.parse_by_logprob(joined(lm, opts), items["prompt"].tolist(), opts["qa_capitalisation"])
             fresh = qa_pair_table(pd.concat([items[["item_id"]], parsed], axis=1), rows)
-            return {c: fresh[c].to_numpy() for c in ("logodds_male", "logodds_female")}
+            return {c: fresh[c].to_numpy() for c in ("logodds_male", "logodds_female", "answer_yes_male",
+                                                     "answer_yes_female")}
         _, fresh = score_prob_sentences(joined(lm, opts), items[["item_id"]].copy(), items["pos_sentence"].tolist(),
                                         items["neg_sentence"].tolist(), rows, bool(opts["pad_pairs_with_eos"]), None,
                                         opts["prob_label"])
-        return {c: fresh[c].to_numpy() for c in PROB_DIFF_COLUMNS}
+        return {c: fresh[c].to_numpy() for c in (*PROB_DIFF_COLUMNS, "label_male", "label_female")}
 
     def paper_tables(self, variants):
         """Tables 1, 2, 5 and 6 of the paper (:mod:`biaslab.benchmarks.gbem_ua.paper`)."""

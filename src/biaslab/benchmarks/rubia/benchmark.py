@@ -59,11 +59,12 @@ class RuBia:
         """``score_pro`` and ``score_anti`` of stored ``rows`` of ``rubia_pairs``, scored again by :meth:`run`'s own
         :func:`score_rubia_pairs` from the rows' ``pro``/``anti``/``domain``/``subdomain`` (lower-casing, PPLL or
         MPLL per pair and normalisation as the options say; the promoter's re-scoring sample,
-        :mod:`biaslab.registry.rescore`). ``prefers_pro`` follows from them."""
+        :mod:`biaslab.registry.rescore`), and ``prefers_pro`` that follows from them: the column the pro-shares and
+        the gate's spill-over statistic read, checked as stored."""
         if table != "rubia_pairs":
             return {}
         scored = score_rubia_pairs(lm, rows.reset_index(drop=True), check_options(self.name, options, DEFAULT_OPTIONS))
-        return {"score_pro": scored["score_pro"].to_numpy(), "score_anti": scored["score_anti"].to_numpy()}
+        return {c: scored[c].to_numpy() for c in ("score_pro", "score_anti", "prefers_pro")}
 
     def paper_tables(self, variants):
         """The paper's Table 1 for every evaluated variant (:mod:`biaslab.benchmarks.rubia.paper`)."""
