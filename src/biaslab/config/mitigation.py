@@ -17,7 +17,7 @@ class GateControl(Section):
     (a tenth of the steps' warmup, then a cosine decay) on the planted recipe's own counterbalanced text,
     mixed with corpus rows at the recipe's dose (never a benchmark item); the gate must pass it.
     ``negative``: ``noised_embeddings`` - the base's input embeddings plus Gaussian noise of ``scale`` times
-    their standard deviation (``seed``); the gate must refuse it (whether a harm rule did is recorded).
+    their standard deviation (``seed``); the gate must refuse it by a harm rule.
     """
 
     role: Literal["positive", "negative"]
