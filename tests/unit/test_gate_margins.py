@@ -66,6 +66,8 @@ def test_error_rates_count_a_a_refusals_against_committed_and_left_out_margins()
     assert aa["sized"]["f"] == prediction_margin([0.02, 0.03, 0.025, 0.2])
     text = render_markdown(aa, {"false_approvals": 0, "harmful": 3})
     assert "| 1 of 4 rule evaluations (1 of 4 pairs) |" in text and "| 0 of 3 |" in text
+    assert "committed margins | the same pairs (in-sample for a margin they sized, out of sample for one sized on " \
+           "selection items) | 1 of 4 (1 of 4 pairs; f) |" in text  # the family that refused is named
 
 
 def test_a_negative_control_refused_only_by_the_bias_rule_is_a_false_approval_of_the_harm_rules():

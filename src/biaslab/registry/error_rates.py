@@ -5,10 +5,10 @@ Shared by the calibrate stage (a section of ``reports/calibration.md``) and ``be
 
 * :func:`aa_false_refusals` - the stored A/A pairs (``calibrate.draws``: a control and a control re-seeded
   after the shared phase, harmless to each other) judged by the spill-over rule, the re-seeded control as the
-  variant: against the committed margins (in-sample when the margins were sized on these pairs) and **leave
-  one out** (each pair against the margin the other pairs size: :mod:`biaslab.calibration.margins`), and, for
-  comparison, the old sizing rule (the largest |A/A point difference|). The draws hold only each family's
-  primary metric, so only the spill-over rule's A/A refusals can be counted from them.
+  variant: against the committed margins (in-sample for a margin sized on these pairs, out of sample for one
+  sized on selection items) and **leave one out** (each pair against the margin the other pairs size:
+  :mod:`biaslab.calibration.margins`), and, for comparison, the old sizing rule (the largest |A/A point
+  difference|). The draws hold only each family's primary metric, so only the spill-over rule's A/A refusals can be counted from them.
 * :func:`spike_in_approvals` - each spill-over family's stored base predictions with δ nats on every
   stereotype-consistent option (the benchmark's ``spike``, docs/spike_in.md) judged by the project's
   spill-over rule against the unspiked base: a spike whose point Δ badness exceeds the margin is harm beyond
@@ -141,8 +141,11 @@ def render_markdown(aa: Mapping[str, Any] | None, spikes: Mapping[str, Any] | No
         lines.append(f"| false refusal (spill-over) | {aa['pairs']} stored A/A pairs x {families} "
                      f"families, leave one out (margin sized on the other pairs) | {aa['loo_refused']} of "
                      f"{aa['loo_evaluations']} rule evaluations ({aa['loo_refused_pairs']} of {aa['pairs']} pairs) |")
-        lines.append(f"| false refusal (spill-over), committed margins | the same pairs (in-sample) | "
-                     f"{aa['refused']} of {aa['evaluations']} ({aa['refused_pairs']} of {aa['pairs']} pairs) |")
+        refused_in = sorted({r["family"] for r in aa["rows"] if r["refused"]})
+        lines.append(f"| false refusal (spill-over), committed margins | the same pairs (in-sample for a margin they "
+                     f"sized, out of sample for one sized on selection items) | {aa['refused']} of "
+                     f"{aa['evaluations']} ({aa['refused_pairs']} of {aa['pairs']} pairs"
+                     + (f"; {', '.join(refused_in)}" if refused_in else "") + ") |")
         lines.append(f"| false refusal, old rule (largest \\|A/A Δ\\|) | the same pairs, leave one out | "
                      f"{aa['loo_largest_refused']} of {aa['loo_evaluations']} ({aa['loo_largest_refused_pairs']} of "
                      f"{aa['pairs']} pairs) |")
