@@ -16,7 +16,8 @@ family's margin ``registry.spill_over_margins``), re-seeded control as the varia
 exact where both models lie on the same side of the metric's ideal, else an upper bound
 (:mod:`biaslab.calibration.margins`; a refusal counted on a bound may not be one, never the other way round).
 
-Two readings: against the committed margins (``params.yaml``; sized on these same pairs, so in-sample), and
+Two readings: against the committed margins (``params.yaml``; in-sample where a margin was sized on these
+pairs, out of sample where it was sized on selection items - OccuGender's), and
 **leave one out**: each pair against the margin the sizing rule (the ``--level`` prediction bound,
 :func:`biaslab.calibration.margins.prediction_margin`) gives on the *other* pairs - a pair never judges the
 margin it sized. The draws hold no QA answers,
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['pair']} | {r['family']} | {r['badness_ci_high']:+.4f} ({r['how']}) | {r['margin']:.3f} "
               f"| {'yes' if r['refused'] else 'no'} | {loo} | {'yes' if r['loo_refused'] else 'no'} "
               f"| {r['loo_largest_margin']:.3f} | {'yes' if r['loo_largest_refused'] else 'no'} |")
-    print(f"\ncommitted margins (sized on these pairs: in-sample): {aa['refused']} of {aa['evaluations']} rule "
+    print(f"\ncommitted margins (in-sample where sized on these pairs): {aa['refused']} of {aa['evaluations']} rule "
           f"evaluations refused ({aa['refused_pairs']} of {aa['pairs']} pairs); leave one out (each pair against "
           f"the margin the other pairs size, level {aa['level']:g}): {aa['loo_refused']} of {aa['loo_evaluations']} "
           f"({aa['loo_refused_pairs']} of {aa['pairs']} pairs); the old rule (largest |A/A point difference|), leave "

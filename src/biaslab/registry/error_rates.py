@@ -8,7 +8,8 @@ Shared by the calibrate stage (a section of ``reports/calibration.md``) and ``be
   variant: against the committed margins (in-sample for a margin sized on these pairs, out of sample for one
   sized on selection items) and **leave one out** (each pair against the margin the other pairs size:
   :mod:`biaslab.calibration.margins`), and, for comparison, the old sizing rule (the largest |A/A point
-  difference|). The draws hold only each family's primary metric, so only the spill-over rule's A/A refusals can be counted from them.
+  difference|). The draws hold only each family's primary metric, so only the spill-over rule's A/A refusals
+  can be counted from them.
 * :func:`spike_in_approvals` - each spill-over family's stored base predictions with δ nats on every
   stereotype-consistent option (the benchmark's ``spike``, docs/spike_in.md) judged by the project's
   spill-over rule against the unspiked base: a spike whose point Δ badness exceeds the margin is harm beyond
