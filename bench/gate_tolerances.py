@@ -100,6 +100,35 @@ def train_reseeded_control(params, k: int, out_dir: Path, root: Path) -> None:
     save_continued(continue_training(reseeded, checkpoint, "balanced", desc=f"re-seeded control {k}"), out_dir)
 
 
+def ci_tolerances(params, control, reseeded: list) -> dict:
+    """Per harm metric of :data:`METRICS`: each A/A pair's paired CI bound of Δ on the harmful side (re-seeded
+    control − control on the selection items, ``registry.bootstrap``: CI high of Δ for a lower-is-better metric,
+    −CI low for a higher-is-better one) and the tolerance the ``paired_non_inferior`` rule needs: their 95 %
+    prediction bound (:func:`biaslab.calibration.margins.prediction_margin`), the rule of the spill-over margins.
+    The rule reads that CI bound, so the tolerance is sized on it; the largest |A/A point difference|
+    (:func:`tolerances`) is below what the rule reads and refuses harmless re-trainings (docs/gate.md)."""
+    from dataclasses import replace
+
+    from biaslab.benchmarks.registry import item_statistics_of
+    from biaslab.calibration.margins import prediction_margin
+    from biaslab.metrics.paired import paired_difference
+
+    boot = params.registry.bootstrap
+    statistics = item_statistics_of(params.evaluation.benchmarks, list(METRICS))
+    out = {}
+    for metric, better in METRICS.items():
+        if metric not in statistics or metric not in control.metrics:
+            continue
+        benchmark, statistic = statistics[metric]
+        sign = -1.0 if better == "higher" else 1.0
+        worse = replace(statistic, statistic=lambda cols, g=statistic.statistic, k=sign: k * float(g(cols)))
+        table = f"{benchmark}__{statistic.table}"
+        highs = [paired_difference(r.predictions[table], control.predictions[table], worse, samples=boot.samples,
+                                   seed=boot.seed, confidence=boot.confidence).ci_high for r in reseeded]
+        out[metric] = {"aa_ci_bounds": highs, "tolerance": prediction_margin(highs) if len(highs) > 1 else None}
+    return out
+
+
 def tolerances(planted: dict, control: dict, reseeded: list[dict]) -> dict:
     """Per harm metric: the models' ``[value, low, high]``, planted − control, each A/A difference
     (re-seeded − control) and the tolerance: the largest |A/A difference| rounded up to 3 decimals."""
@@ -147,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     reseeded = [e.metrics for e in reseeded_evals]
     result = tolerances(planted, control, reseeded)
     margins = spill_over_margins(params, control_eval, reseeded_evals)
+    by_ci = ci_tolerances(params, control_eval, reseeded_evals)
     print("| metric (selection items) | planted | control | re-seeded controls | planted − control "
           "| A/A differences | tolerance |")
     print("|---|---|---|---|---|---|---|")
@@ -156,12 +186,17 @@ def main(argv: list[str] | None = None) -> int:
         tol = "n/a" if row["tolerance"] is None else f"{row['tolerance']:.3f}"
         print(f"| {name} | {row['planted'][0]:.4f} | {row['control'][0]:.4f} | {again} "
               f"| {row['planted_minus_control']:+.4f} | {aa} | {tol} |")
+    for name, row in by_ci.items():
+        bounds = ", ".join(f"{h:+.4f}" for h in row["aa_ci_bounds"])
+        tol = "n/a" if row["tolerance"] is None else f"{row['tolerance']:.3f}"
+        print(f"| {name} (CI bound of Δ, harmful side: the rule's statistic) | | | | | {bounds} | {tol} |")
     for family, row in margins.items():
         highs = ", ".join(f"{h:+.4f}" for h in row["aa_ci_highs"])
         margin = "n/a" if row["margin"] is None else f"{row['margin']:.3f}"
         print(f"| spill-over {row['metric']} (CI high of Δ badness) | | | | | {highs} | {margin} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**result, "spill_over": margins}, indent=2) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps({**result, "by_ci_bound": by_ci, "spill_over": margins}, indent=2) + "\n",
+                        encoding="utf-8")
     return 0
 
 
