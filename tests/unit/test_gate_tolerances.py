@@ -91,3 +91,51 @@ def test_spill_over_margins_are_the_prediction_bound_of_the_a_a_pairs_ci_highs(m
                 for r in reseeded]
     assert out["aa_ci_highs"] == pytest.approx(expected, abs=1e-12)
     assert out["margin"] == prediction_margin(expected)
+
+
+def test_harm_tolerances_by_ci_bound_are_the_prediction_bound_of_the_a_a_pairs_harmful_ci_bounds(monkeypatch):
+    """Per harm metric: each re-seeded control's paired CI bound of Δ on the harmful side against the control
+    (CI high for lower-is-better, −CI low for higher-is-better), then their 95 % prediction bound; the harmful
+    side follows the metric's direction (a fall of accuracy is harm, a fall of bits/char is not)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from biaslab.benchmarks import registry
+    from biaslab.calibration.margins import prediction_margin
+    from biaslab.config import load_params
+    from biaslab.metrics.paired import ItemStatistic, paired_difference
+
+    module = load_bench_script("gate_tolerances")
+    mean = lambda cols: float(np.asarray(cols["x"], dtype=float).mean())  # noqa: E731
+    stat = ItemStatistic("t", lambda t: t, ("item",), mean)
+    monkeypatch.setattr(registry, "item_statistics_of", lambda benchmarks, metrics: {
+        "lm_quality/bits_per_char": ("lm_quality", stat), "agreement/accuracy": ("agreement", stat)})
+
+    def model(shift, seed):
+        rng = np.random.default_rng(seed)
+        table = pd.DataFrame({"item": range(60), "x": 2.0 + shift + rng.normal(0, 0.05, 60)})
+        values = {"lm_quality/bits_per_char": MetricValue(mean(table), "lower"),
+                  "agreement/accuracy": MetricValue(mean(table), "higher")}
+        return SimpleNamespace(metrics=values, predictions={"lm_quality__t": table, "agreement__t": table})
+
+    params = load_params("params.yaml")
+    control, reseeded = model(0.0, 0), [model(0.02, 1), model(0.01, 2), model(0.015, 3)]
+    out = module.ci_tolerances(params, control, reseeded)
+    boot = params.registry.bootstrap
+
+    def bounds(sign):
+        worse = ItemStatistic("t", lambda t: t, ("item",), lambda cols: sign * mean(cols))
+        return [paired_difference(r.predictions["lm_quality__t"], control.predictions["lm_quality__t"], worse,
+                                  samples=boot.samples, seed=boot.seed, confidence=boot.confidence).ci_high
+                for r in reseeded]
+
+    bpc, acc = out["lm_quality/bits_per_char"], out["agreement/accuracy"]
+    assert bpc["aa_ci_bounds"] == pytest.approx(bounds(1.0), abs=1e-12)
+    assert bpc["tolerance"] == prediction_margin(bounds(1.0))
+    assert min(bpc["aa_ci_bounds"]) > max(abs(r.metrics["lm_quality/bits_per_char"].value
+                                              - control.metrics["lm_quality/bits_per_char"].value)
+                                          for r in reseeded[1:])  # above the point differences the old rule read
+    assert acc["aa_ci_bounds"] == pytest.approx(bounds(-1.0), abs=1e-12)  # higher is better: the fall is harm
+    assert "gbem_ua/qa_macro_f1" not in out  # no statistic for it here: skipped, not guessed
