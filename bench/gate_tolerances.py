@@ -58,6 +58,16 @@ def score_on_selection(params, model_dir: str, root: Path) -> dict:
     return evaluate_on_selection(params, model_dir, root).metrics
 
 
+def aa_ci_highs(params, control, reseeded: list, table: str, statistic) -> list[float]:
+    """Each A/A pair's paired CI high of Δ ``statistic`` (re-seeded control − control on ``table``,
+    ``registry.bootstrap``): what a margin or a tolerance is sized on."""
+    from biaslab.metrics.paired import paired_difference
+
+    boot = params.registry.bootstrap
+    return [paired_difference(r.predictions[table], control.predictions[table], statistic, samples=boot.samples,
+                              seed=boot.seed, confidence=boot.confidence).ci_high for r in reseeded]
+
+
 def spill_over_margins(params, control, reseeded: list) -> dict:
     """Per :data:`SPILL_OVER` family: each A/A pair's paired CI high of Δ badness (re-seeded control − control,
     selection items, ``registry.bootstrap``) and the margin (:func:`biaslab.calibration.margins.prediction_margin`)."""
@@ -65,9 +75,7 @@ def spill_over_margins(params, control, reseeded: list) -> dict:
 
     from biaslab.benchmarks.registry import item_statistics_of
     from biaslab.calibration.margins import prediction_margin
-    from biaslab.metrics.paired import paired_difference
 
-    boot = params.registry.bootstrap
     statistics = item_statistics_of(params.evaluation.benchmarks, list(SPILL_OVER.values()))
     out = {}
     for family, metric in SPILL_OVER.items():
@@ -79,9 +87,7 @@ def spill_over_margins(params, control, reseeded: list) -> dict:
         badness = (lambda x: -x) if value.direction == "higher" else (lambda x, i=ideal: abs(x - i))
         inner = statistic.statistic
         bad = replace(statistic, statistic=lambda cols, f=badness, g=inner: f(float(g(cols))))
-        table = f"{benchmark}__{statistic.table}"
-        highs = [paired_difference(r.predictions[table], control.predictions[table], bad, samples=boot.samples,
-                                   seed=boot.seed, confidence=boot.confidence).ci_high for r in reseeded]
+        highs = aa_ci_highs(params, control, reseeded, f"{benchmark}__{statistic.table}", bad)
         out[family] = {"metric": metric, "aa_ci_highs": highs,
                        "margin": prediction_margin(highs) if len(highs) > 1 else None}
     return out
@@ -111,9 +117,7 @@ def ci_tolerances(params, control, reseeded: list) -> dict:
 
     from biaslab.benchmarks.registry import item_statistics_of
     from biaslab.calibration.margins import prediction_margin
-    from biaslab.metrics.paired import paired_difference
 
-    boot = params.registry.bootstrap
     statistics = item_statistics_of(params.evaluation.benchmarks, list(METRICS))
     out = {}
     for metric, better in METRICS.items():
@@ -122,9 +126,7 @@ def ci_tolerances(params, control, reseeded: list) -> dict:
         benchmark, statistic = statistics[metric]
         sign = -1.0 if better == "higher" else 1.0
         worse = replace(statistic, statistic=lambda cols, g=statistic.statistic, k=sign: k * float(g(cols)))
-        table = f"{benchmark}__{statistic.table}"
-        highs = [paired_difference(r.predictions[table], control.predictions[table], worse, samples=boot.samples,
-                                   seed=boot.seed, confidence=boot.confidence).ci_high for r in reseeded]
+        highs = aa_ci_highs(params, control, reseeded, f"{benchmark}__{statistic.table}", worse)
         out[metric] = {"aa_ci_bounds": highs, "tolerance": prediction_margin(highs) if len(highs) > 1 else None}
     return out
 
