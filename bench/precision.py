@@ -8,8 +8,8 @@ What it does, in a scratch workspace (a temporary directory unless ``--work``):
 1. builds a random model of the chosen shape in a child process and saves it in bfloat16 (the
    "checkpoint"; its bytes are the unit of every ratio), with a byte-level BPE tokenizer trained on the
    corpora (the model's vocabulary rows beyond the tokenizer are unused, as in padded hub vocabularies);
-2. writes ``params.yaml`` = the repository's, with ``model.source`` = that checkpoint, the ``hard`` variant
-   in hook mode, and a one-step LoRA (``lora.max_steps: 1``, batch 1, no tuning);
+2. writes ``params.yaml`` = the repository's, with ``model.source`` = that checkpoint, the ``soft`` variant
+   as a checkpoint copy, the ``hard`` variant in hook mode, and a one-step LoRA (``lora.max_steps: 1``, batch 1, no tuning);
 3. runs ``prepare`` (not measured), then each measured stage's command from ``dvc.yaml`` in its own process:
    ``base_model`` (the snapshot), ``edit_embeddings@soft`` (full variant), ``edit_embeddings@hard`` (hook),
    ``finetune`` (the adapter; CPU training loads float32, not a target), ``register``. Peak RSS of each is
@@ -82,6 +82,7 @@ def write_params(work: Path, checkpoint: Path, mirror: Path) -> None:
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     params["data"]["mirror_dir"] = str(mirror)
     params["model"]["source"] = str(checkpoint)
+    params["variants"]["soft"]["embedding_apply"] = "checkpoint"  # the full variant this bench measures
     params["variants"]["hard"]["embedding_apply"] = "hook"
     params["lora"].update(max_steps=1, per_device_batch_size=1, gradient_accumulation_steps=1, max_length=64,
                           eval_steps=0, save_steps=1000, use_tuned=False)

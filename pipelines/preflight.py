@@ -24,7 +24,7 @@ one estimate ``bench/preset_memory.py`` and docs/presets.md print too (weights, 
 logit pairing's anchor pass, PEFT's fp32 casts on a k-bit base, the CUDA context), counted on a ``meta``-device
 model built from ``config.json`` (no weights, no download). Fragmentation is not modelled; the check fails only
 when the estimate exceeds free memory. The disk estimate counts full checkpoint copies: ``models/base`` and
-each full-copy embedding edit, each kept in ``models/``, DVC's cache and the MLflow store (the measured run of
+each full-copy embedding edit (``embedding_apply: checkpoint``), each kept in ``models/``, DVC's cache and the MLflow store (the measured run of
 issue 41: 5.9 + 3.4 + 5.9 checkpoints for five full copies).
 """
 
@@ -248,26 +248,24 @@ def _memory(params: Params, size: ModelSize, lora_variants: list[str], machine: 
                              f"{machine.device_name or 'the GPU'}: {fix}")
 
 
-def full_copies(params: Params, parameters: int) -> int:
+def full_copies(params: Params) -> int:
     """Full checkpoints the profile writes into ``models/``: the base, every enabled embedding edit stored as an
-    edited checkpoint (``embedding_apply`` resolved for a model of ``parameters``:
-    :func:`biaslab.mitigation.embedding.fit.resolve_apply`) and every enabled gate control (docs/gate.md)."""
-    from biaslab.mitigation.embedding.fit import resolve_apply
+    edited checkpoint (``embedding_apply: checkpoint``; the default ``rows`` stores the edited rows alone) and
+    every enabled gate control (docs/gate.md)."""
     from biaslab.pretrain.control_variant import no_planted_bias
 
     copies = 1
     for name in params.enabled_variants():
         variant = params.variant(name)
         if variant.method == "embedding":
-            hook_above = params.embedding_debias_for(name).hook_above_parameters
-            copies += resolve_apply(variant.embedding_apply, parameters, hook_above) == "checkpoint"
+            copies += variant.embedding_apply == "checkpoint"
         if variant.method == "control":  # the positive control needs the default model's planted bias
             copies += variant.control.recipe != "balanced_finetune" or no_planted_bias(params) is None
     return copies
 
 
 def _disk(params: Params, shape: ModelSize, root: Path, report: Report) -> None:
-    copies = full_copies(params, shape.parameters) * STORE_COPIES
+    copies = full_copies(params) * STORE_COPIES
     need = shape.checkpoint_bytes * copies
     free = shutil.disk_usage(root).free
     report.disk_bytes, report.disk_free_bytes = float(need), int(free)
@@ -277,7 +275,7 @@ def _disk(params: Params, shape: ModelSize, root: Path, report: Report) -> None:
             f"disk: the plan writes about {gib(need)} ({copies} copies of the {gib(shape.checkpoint_bytes)} checkpoint: "
             f"{copies // STORE_COPIES} in models/, each also in .dvc/cache and mlruns/) but {gib(free)} are free under "
             f"{root.resolve()}: free space, run fewer variants (-S profile=quick), or set the embedding variants' "
-            f"embedding_apply: hook")
+            f"embedding_apply: rows")
 
 
 def as_json(report: Report) -> dict[str, Any]:

@@ -59,7 +59,8 @@ def build_project(root: Path, tokenizer, model, *, with_lora: bool = True) -> Pa
     variants = {
         "base": {"method": "none", "model_dir": "models/base"},
         "prompt": {"method": "prompt", "model_dir": "models/base", "prompt_prefix": PREFIX},
-        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"},
+        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft",
+                 "embedding_apply": "checkpoint"},
     }
     if with_lora:
         from safetensors.torch import save_file

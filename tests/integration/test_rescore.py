@@ -27,7 +27,8 @@ TABLE = "agreement__pairs"
 def _params(root: Path) -> Params:
     return Params.model_validate({
         "variants": {"base": {"method": "none", "model_dir": "models/base"},
-                     "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"}},
+                     "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft",
+                              "embedding_apply": "checkpoint"}},
         "registry": {"model_name": "rescore-model", "champion_model": "rescore-champion",
                      "promotions_experiment": "rescore-promotions",
                      "gate": [{"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"}]},

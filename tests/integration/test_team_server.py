@@ -44,7 +44,8 @@ MODEL, EXPERIMENT, PROMOTIONS, EVALUATIONS = "team-model", "team-runs", "team-pr
 CHAMPION_MODEL = "team-champion"
 PARAMS = {"tracking": {"experiment": EXPERIMENT},
           "variants": {"base": {"method": "none", "model_dir": "models/base"},
-                       "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"}},
+                       "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft",
+                                "embedding_apply": "checkpoint"}},
           "registry": {"model_name": MODEL, "promotions_experiment": PROMOTIONS, "champion_model": CHAMPION_MODEL,
                        "evaluations_experiment": EVALUATIONS,
                        "gate": [{"metric": "bench/bias", "rule": "better_than_base_beyond_ci"}]}}

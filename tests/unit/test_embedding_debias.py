@@ -1,4 +1,4 @@
-"""Bolukbasi embedding debiasing: subspace, targets, checkpoint edit, tied heads, runtime hook."""
+"""Bolukbasi embedding debiasing: subspace, targets, rows and checkpoint edits, tied heads, runtime hook."""
 
 from __future__ import annotations
 
@@ -330,39 +330,88 @@ def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
     assert torch.equal(decoder_bias, head_bias.detach())
 
 
-# --------------------------------------------------------------------------- apply: auto (the size threshold)
+# --------------------------------------------------------------------------- apply: rows (the default)
 def _dir_bytes(path):
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def test_auto_apply_is_the_checkpoint_edit_up_to_the_threshold_and_the_hook_above(tiny_tokenizer, prepared, tmp_path):
-    """``embedding_apply: auto`` (the default): a model at most ``hook_above_parameters`` large gets today's
-    checkpoint edit, byte for byte; a larger one a hook variant that stores the edit alone, not a copy."""
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_variant_loads_to_the_checkpoint_edits_parameters(tiny_tokenizer, prepared, tmp_path, tied, dtype):
+    """``embedding_apply: rows`` (the default) stores the checkpoint edit as the edited rows alone - an overlay
+    on its base, a small fraction of a copy - and loads to the checkpoint edit's parameters exactly (a tied head
+    untied and unchanged), so its scores are the checkpoint edit's: the default run's numbers do not move."""
     from biaslab.config import VariantConfig
-    from biaslab.mitigation.embedding.fit import resolve_apply
     from biaslab.outputs import variant_dir
 
-    assert VariantConfig(method="embedding", model_dir="m").embedding_apply == "auto"
-    assert EmbeddingDebiasConfig().hook_above_parameters == 1_000_000_000
-    assert resolve_apply("auto", 2_900_000, 1_000_000_000) == "checkpoint"  # the default model: unchanged
-    assert resolve_apply("auto", 8_030_261_248, 1_000_000_000) == "hook"  # Llama-3.1-8B
-    assert resolve_apply("checkpoint", 8_030_261_248, 0) == "checkpoint"  # an explicit choice stands
+    assert VariantConfig(method="embedding", model_dir="m").embedding_apply == "rows"
+    base = _save(_model(tiny_tokenizer, tied=tied), tiny_tokenizer, tmp_path / "base", dtype)
+    edited = fit_embedding_variant(base_dir=base, cfg=CFG, mode="hard", apply="checkpoint", prepared_dir=prepared,
+                                   out_dir=tmp_path / "checkpoint")
+    rows = fit_embedding_variant(base_dir=base, cfg=CFG, mode="hard", apply="rows", prepared_dir=prepared,
+                                 out_dir=tmp_path / "rows")
+    assert {k: v for k, v in rows.items() if k != "apply"} == {k: v for k, v in edited.items() if k != "apply"}
+    assert rows["apply"] == "rows" and rows["output_head_untied"] is tied
+    assert variant_dir.kind(tmp_path / "rows") == "overlay"
+    assert json.loads((tmp_path / "rows" / "variant.json").read_text())["apply"] == "rows"
+    assert not list((tmp_path / "rows").glob("model*.safetensors"))
+    assert _dir_bytes(tmp_path / "rows") < _dir_bytes(base) / 10  # the edit alone, not a copy of the checkpoint
+    want, got = load_variant_model(tmp_path / "checkpoint"), load_variant_model(tmp_path / "rows")
+    assert got.fingerprint == variant_dir.resolve(tmp_path / "rows").fingerprint
+    want_state, got_state = want.model.state_dict(), got.model.state_dict()
+    assert sorted(want_state) == sorted(got_state)
+    for name, tensor in want_state.items():
+        assert tensor.dtype == got_state[name].dtype and torch.equal(tensor, got_state[name]), name
+    head, embedding = got.model.get_output_embeddings().weight, got.model.get_input_embeddings().weight
+    assert head.data_ptr() != embedding.data_ptr()  # a tied head was untied before the rows were written
+    if tied:
+        assert torch.equal(head, _embeddings(base)) and got.model.config.tie_word_embeddings is False
+    for text in (NO_TARGET, WITH_TARGET):
+        assert torch.equal(_logits(got.model, tiny_tokenizer, text), _logits(want.model, tiny_tokenizer, text))
+
+
+@pytest.mark.parametrize("arch", ["xlm-roberta", "bert"])
+def test_rows_on_a_masked_lm_keep_the_decoder_bias(arch, tmp_path):
+    """A masked LM's rows overlay unties its head in memory: the MLM decoder bias stays the trained one (the
+    checkpoint edit has to store it, ``test_untied_masked_lm_keeps_its_decoder_bias``)."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from biaslab.mitigation.embedding.edit import edit_checkpoint, edit_rows
+    from biaslab.models.embedding_rows import apply_rows_from_dir
+    from biaslab.models.weights.layout import model_layout
+
+    config = AutoConfig.for_model(arch, vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=40)
+    torch.manual_seed(0)
+    model = AutoModelForMaskedLM.from_config(config).eval()
+    head_bias = next(p for n, p in model.named_parameters() if n.endswith("predictions.bias") or n == "lm_head.bias")
+    with torch.no_grad():
+        head_bias.copy_(torch.linspace(-2, 2, head_bias.numel()))
+    model.save_pretrained(tmp_path / "base")
+    layout = model_layout(tmp_path / "base")
+    basis = torch.nn.functional.normalize(torch.randn(1, 16), dim=1)
+    edit_checkpoint(tmp_path / "base", tmp_path / "edited", layout, basis, row_ids=[5, 6])
+    (tmp_path / "rows").mkdir()
+    report = edit_rows(tmp_path / "base", tmp_path / "rows", layout, basis, row_ids=[6, 5])
+    assert report["output_head_untied"] is True
+    want = AutoModelForMaskedLM.from_pretrained(tmp_path / "edited").eval()
+    got = AutoModelForMaskedLM.from_pretrained(tmp_path / "base").eval()
+    assert apply_rows_from_dir(got, tmp_path / "rows") is True
+    ids = torch.tensor([[1, 5, 8, 6, 2]])  # edited rows present
+    with torch.no_grad():
+        assert torch.equal(got(input_ids=ids).logits, want(input_ids=ids).logits)
+    assert torch.equal(got.get_output_embeddings().bias, head_bias.detach())
+
+
+def test_rows_built_on_another_vocabulary_are_refused(tiny_tokenizer, prepared, tmp_path):
+    """Rows cut from a base with another embedding size would replace other words' rows: one line, the file."""
+    from biaslab.models.embedding_rows import ROWS_FILE, apply_rows_from_dir
+
     base = _save(_model(tiny_tokenizer), tiny_tokenizer, tmp_path / "base")
-    n_parameters = sum(p.numel() for p in load_variant_model(base).model.parameters())
-    explicit = fit_embedding_variant(base_dir=base, cfg=CFG, mode="soft", apply="checkpoint", prepared_dir=prepared,
-                                     out_dir=tmp_path / "explicit")
-    small = CFG.model_copy(update={"hook_above_parameters": n_parameters})  # the model is not above: checkpoint
-    auto = fit_embedding_variant(base_dir=base, cfg=small, mode="soft", apply="auto", prepared_dir=prepared,
-                                 out_dir=tmp_path / "auto")
-    assert auto == explicit and auto["apply"] == "checkpoint"
-    assert variant_dir.fingerprint_dir(tmp_path / "auto") == variant_dir.fingerprint_dir(tmp_path / "explicit")
-    large = CFG.model_copy(update={"hook_above_parameters": n_parameters - 1})  # above: the hook
-    hooked = fit_embedding_variant(base_dir=base, cfg=large, mode="soft", apply="auto", prepared_dir=prepared,
-                                   out_dir=tmp_path / "hooked")
-    assert hooked["apply"] == "hook" and variant_dir.kind(tmp_path / "hooked") == "overlay"
-    assert not list((tmp_path / "hooked").glob("model*.safetensors"))
-    weights = _dir_bytes(tmp_path / "hooked")
-    assert weights < _dir_bytes(base) / 10  # the edit alone, not a copy of the checkpoint
-    # the hook variant loads on its base and edits the target words' positions only
-    loaded = load_variant_model(tmp_path / "hooked")
-    assert loaded.fingerprint == variant_dir.resolve(tmp_path / "hooked").fingerprint
+    fit_embedding_variant(base_dir=base, cfg=CFG, mode="soft", apply="rows", prepared_dir=prepared,
+                          out_dir=tmp_path / "rows")
+    other = build_llama(vocab_size=len(tiny_tokenizer) + 8, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=4, seed=0)
+    with pytest.raises(ValueError, match=f"{ROWS_FILE}: cut from an embedding of {len(tiny_tokenizer)} rows"):
+        apply_rows_from_dir(other, tmp_path / "rows")
+

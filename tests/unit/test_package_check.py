@@ -21,10 +21,14 @@ def test_the_kind_comes_from_the_method_never_from_the_registrant():
     params = _params(soft={"method": "embedding", "model_dir": "m/soft", "embedding_mode": "soft"},
                      hook={"method": "embedding", "model_dir": "m/hook", "embedding_mode": "soft",
                            "embedding_apply": "hook"},
+                     copy={"method": "embedding", "model_dir": "m/copy", "embedding_mode": "soft",
+                           "embedding_apply": "checkpoint"},
                      lora={"method": "lora", "model_dir": "m/lora"},
                      prompt={"method": "prompt", "model_dir": "models/base", "prompt_prefix": {"en": "Be fair."}})
     kinds = {name: expected_kind(params.variant(name)) for name in params.variants}
-    assert kinds == {"base": "full", "soft": "full", "hook": "overlay", "lora": "overlay", "prompt": "prompt"}
+    # an embedding edit is an overlay (the rows, the default, or the hook) unless stored as a checkpoint copy
+    assert kinds == {"base": "full", "soft": "overlay", "hook": "overlay", "copy": "full", "lora": "overlay",
+                     "prompt": "prompt"}
 
 
 def _mlmodel(tmp_path, pyfunc: dict, biaslab: dict | None = None, **flavors) -> None:

@@ -149,8 +149,8 @@ def test_too_little_disk(tmp_path, monkeypatch):
     with pytest.raises(PreflightError) as exc:
         check(params, H100, tmp_path)
     message = one_line(exc)
-    # full on an 8B model: the base + the negative control as full copies (the embedding edits store the hook
-    # above embedding_debias.hook_above_parameters; a local model has no planted bias for the positive control)
+    # full on an 8B model: the base + the negative control as full copies (the embedding edits store their
+    # edited rows, embedding_apply: rows; a local model has no planted bias for the positive control)
     assert message.startswith("disk: the plan writes about 89.7 GiB (6 copies of the 15.0 GiB checkpoint: 2 in models/")
     assert "50.0 GiB are free" in message and "profile=quick" in message
     quick = params.model_copy(update={"profile": "quick"})  # the base alone: 3 copies, 44.9 GiB

@@ -30,7 +30,7 @@ LOGLIKELIHOOD = [("The doctor said that", " he would come."), ("The nurse said t
 PROMPTS = ["The doctor said that", "Кандидат має досвід."]
 SENTENCES = ["The nurse said that she would come.", "He is a man."]
 MAX_NEW_TOKENS = 6
-CAUSAL = ("base", "soft", "soft_copy", "hook", "lora", "prompt")
+CAUSAL = ("base", "soft", "soft_copy", "rows", "hook", "lora", "prompt")
 MODEL = "serving-test"
 
 LOAD_AND_PREDICT = r"""
@@ -57,11 +57,13 @@ def _rows(language: str | None = "en") -> list[dict]:
 
 
 def build_variants(root: Path, tokenizer, model, bert, bert_tokenizer) -> Params:
-    """models/base, soft (full, edited), hook (embedding-hook overlay), lora (PEFT overlay), bert (masked)."""
+    """models/base, soft (full, edited), rows (edited-rows overlay), hook (embedding-hook overlay), lora (PEFT
+    overlay), bert (masked)."""
     import torch
     from peft import LoraConfig, get_peft_model
 
     from biaslab.models.embedding_hook import save_hook
+    from biaslab.models.embedding_rows import save_rows
 
     base = root / "models" / "base"
     model.save_pretrained(base)
@@ -72,6 +74,13 @@ def build_variants(root: Path, tokenizer, model, bert, bert_tokenizer) -> Params
         edited.get_input_embeddings().weight[:50] *= 0.5
     edited.save_pretrained(soft)
     tokenizer.save_pretrained(soft)
+
+    rows = root / "models" / "rows"  # soft's edit of rows 0..49, stored as the rows (embedding_apply: rows)
+    rows.mkdir(parents=True)
+    weight = edited.get_input_embeddings().weight.detach()
+    save_rows(rows, row_ids=range(50), rows=weight[:50], embedding_tensor="model.embed_tokens.weight",
+              vocab_rows=weight.shape[0], untie_output_head=False)
+    (rows / "variant.json").write_text(json.dumps({"base": "models/base", "method": "embedding", "apply": "rows"}))
 
     hook = root / "models" / "hook"
     hook.mkdir(parents=True)
@@ -92,7 +101,9 @@ def build_variants(root: Path, tokenizer, model, bert, bert_tokenizer) -> Params
     bert_tokenizer.save_pretrained(root / "models" / "bert")
     variants = {
         "base": {"method": "none", "model_dir": "models/base"},
-        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft"},
+        "soft": {"method": "embedding", "model_dir": "models/soft", "embedding_mode": "soft",
+                 "embedding_apply": "checkpoint"},
+        "rows": {"method": "embedding", "model_dir": "models/rows", "embedding_mode": "soft"},
         "hook": {"method": "embedding", "model_dir": "models/hook", "embedding_mode": "soft",
                  "embedding_apply": "hook"},
         "lora": {"method": "lora", "model_dir": "models/lora"},
@@ -188,9 +199,10 @@ def test_every_kind_loads_in_a_fresh_process_and_predicts_like_the_scorer(regist
             assert all(r["n_tokens"] > 0 for r in by_task["loglikelihood"])
         results[variant] = [r["logprob"] for r in rows if r["logprob"] is not None]
     # each mitigation changes the numbers (the overlay / prefix really was applied)
-    for variant in ("soft", "hook", "lora", "prompt"):
+    for variant in ("soft", "rows", "hook", "lora", "prompt"):
         assert results[variant] != pytest.approx(results["base"], abs=1e-4), variant
     assert results["soft_copy"] == pytest.approx(results["soft"], abs=1e-6)
+    assert results["rows"] == results["soft"]  # the same edit, stored as its rows: the same numbers
     # the alias champion (lora) without a language column: same answers
     assert answers["champion"]["rows"] == [{k: v for k, v in r.items()} for r in answers["serve-lora"]["rows"]]
     # full models in the transformers layout keep the transformers flavour next to biaslab's
@@ -203,7 +215,7 @@ def test_overlays_and_prompts_reference_the_base_instead_of_copying_it(registere
     root, params, versions, _ = registered
     client = MlflowClient()
     base = client.get_model_version(MODEL, versions["base"])
-    for variant in ("hook", "lora", "prompt"):
+    for variant in ("rows", "hook", "lora", "prompt"):
         mv = client.get_model_version(MODEL, versions[variant])
         local = Path(client.download_artifacts(mv.run_id, f"variant_{variant}", str(root / "dl" / variant)))
         files = {p.name for p in local.rglob("*") if p.is_file()}

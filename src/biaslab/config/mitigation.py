@@ -36,10 +36,10 @@ class VariantConfig(Section):
     description: str = ""
     prompt_prefix: dict[str, str] = Field(default_factory=dict, description="language code -> prefix text")
     embedding_mode: Literal["soft", "hard"] | None = None
-    embedding_apply: Literal["auto", "checkpoint", "hook"] = Field(
-        "auto", description="checkpoint: an edited copy of the base's files; hook: variant.json + the runtime hook "
-                            "(only the edit is stored); auto: checkpoint up to embedding_debias.hook_above_parameters, "
-                            "hook above")
+    embedding_apply: Literal["rows", "checkpoint", "hook"] = Field(
+        "rows", description="rows: variant.json + the edited embedding rows, put into the base at load (the "
+                            "checkpoint edit stored as the edit); checkpoint: an edited copy of the base's files; "
+                            "hook: variant.json + the runtime hook (the target words' positions only)")
     embedding_overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="method embedding: keys of the embedding_debias section that differ for this variant")
@@ -75,10 +75,6 @@ class EmbeddingDebiasConfig(Section):
     hard_extra_words: dict[str, list[str]] = Field(
         default_factory=dict, description="language -> words edited in hard only (candidate, pronouns)"
     )
-    hook_above_parameters: int = Field(
-        1_000_000_000, ge=0,
-        description="embedding_apply auto: a base model with more parameters gets the runtime hook instead of an "
-                    "edited copy of its checkpoint (docs/bytes.md)")
 
 
 class LoraConfig(Section):

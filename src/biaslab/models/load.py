@@ -6,8 +6,9 @@ pickle checkpoints (``*.bin``, ``*.pt``) is refused unless ``allow_pickle`` is s
 
 A *variant directory* (``models/<variant>/``) is one of:
 * a full model (``config.json`` + ``*.safetensors``): base model, embedding-edited checkpoint;
-* ``variant.json`` with ``{"base": "<dir>", ...}`` plus an adapter (``adapter_config.json``, LoRA)
-  and/or a runtime hook spec (``embedding_hook.safetensors``), applied on top of the base.
+* ``variant.json`` with ``{"base": "<dir>", ...}`` plus an adapter (``adapter_config.json``, LoRA), edited
+  embedding rows (``embedding_rows.safetensors``) and/or a runtime hook spec (``embedding_hook.safetensors``),
+  applied on top of the base.
 Evaluation calls :func:`load_scorer` and never asks which kind it got.
 """
 
@@ -194,7 +195,8 @@ def _local_fingerprint(resolved: variant_dir.ResolvedVariant) -> str | None:
 
 def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str],
                   own_fingerprint: str | None = None) -> LoadedModel:
-    """Put an overlay's LoRA adapter (``adapter_config.json``) and/or embedding hook on a loaded base.
+    """Put an overlay's LoRA adapter (``adapter_config.json``), edited embedding rows and/or embedding hook on a
+    loaded base.
 
     Shared by :func:`load_variant_model` and the serving loader (which finds the base in the registry).
     ``own_fingerprint``: the overlay directory's fingerprint when the caller has it.
@@ -212,6 +214,14 @@ def apply_overlay(loaded: LoadedModel, overlay_dir: str | os.PathLike[str],
         with quiet_checkpointing_deprecation(), corrupt_weights_as_error(overlay_dir):
             loaded.model = PeftModel.from_pretrained(loaded.model, str(overlay_dir))
         loaded.model.eval()
+    if (overlay_dir / "embedding_rows.safetensors").is_file():
+        from biaslab.models.embedding_rows import apply_rows_from_dir
+
+        with corrupt_weights_as_error(overlay_dir):
+            try:
+                apply_rows_from_dir(loaded.model, overlay_dir)
+            except ValueError as exc:
+                raise ModelLoadError(str(exc)) from None
     if (overlay_dir / "embedding_hook.safetensors").is_file():
         from biaslab.models.embedding_hook import attach_hook_from_dir
 

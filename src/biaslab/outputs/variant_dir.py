@@ -3,10 +3,10 @@
 A variant directory is one of two kinds (:func:`kind`):
 
 * ``"full"`` - a complete model (``config.json`` + ``*.safetensors`` + tokenizer): the base model,
-  an embedding-edited checkpoint;
+  an embedding-edited checkpoint (``embedding_apply: checkpoint``), a gate control;
 * ``"overlay"`` - ``variant.json`` (the manifest, :func:`write_manifest`) naming the ``base`` model
-  directory it applies to, plus a LoRA adapter (``adapter_config.json``) and/or a runtime embedding
-  hook (``embedding_hook.safetensors``).
+  directory it applies to, plus a LoRA adapter (``adapter_config.json``), edited embedding rows
+  (``embedding_rows.safetensors``) and/or a runtime embedding hook (``embedding_hook.safetensors``).
 
 A manifest with ``"skipped": "<reason>"`` and no model files records that the variant's mitigation does
 not apply to this base model (LoRA on a masked LM, :mod:`biaslab.mitigation.applicability`): evaluation,

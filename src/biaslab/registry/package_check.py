@@ -47,7 +47,7 @@ def expected_kind(cfg: Any) -> str:
     is registered as, by its method - never by what its registrant says."""
     if cfg.method == "prompt":
         return "prompt"
-    if cfg.method == "lora" or (cfg.method == "embedding" and cfg.embedding_apply == "hook"):
+    if cfg.method == "lora" or (cfg.method == "embedding" and cfg.embedding_apply != "checkpoint"):
         return "overlay"
     return "full"
 

@@ -1,4 +1,4 @@
-"""Remove the gender projection from embedding rows: ``e ← e − Bᵀ (B e)``, in a copy of the checkpoint's files.
+"""Remove the gender projection from embedding rows: ``e ← e − Bᵀ (B e)``, stored as the rows or in a checkpoint copy.
 
 For rows E [n, d] and an orthonormal basis B [k, d]::
 
@@ -9,7 +9,9 @@ The arithmetic runs in float64 and is applied twice (the second pass removes the
 first), then cast back to the stored dtype: for float32 rows ``|B e'| < 1e-6``; for bfloat16 rows the
 residual is the bf16 rounding of the written row (at most ~2⁻⁸·‖e'‖).
 
-The edit never loads the model (:func:`edit_checkpoint`): the base's files are copied byte for byte
+Stored as the rows (:func:`edit_rows`, ``embedding_apply: rows``, the default): the edited rows alone, in the
+base's dtype, with ``variant.json`` naming the base (:mod:`biaslab.models.embedding_rows` puts them into the
+loaded base). Stored as a checkpoint (:func:`edit_checkpoint`, ``embedding_apply: checkpoint``): the base's files are copied byte for byte
 (:mod:`biaslab.models.weights.files`), and only the target rows of the input-embedding tensor are overwritten
 in the copy (:meth:`biaslab.models.weights.index.SafetensorsIndex.write_rows`). Every other byte - every other
 row, every other tensor, the dtype - is the base's.
@@ -162,6 +164,30 @@ def edit_checkpoint(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         index.write_rows(key, ids, remove_projection(index.read_rows(key, ids), basis))
         written = index.read_rows(key, ids).to(torch.float64)
         residual = float((written @ basis.to(torch.float64).T).norm(dim=1).max())
+    return {"output_head_untied": untied, "max_residual_projection": residual,
+            "dtype": dtype_name(index[key].dtype), "embedding_tensor": key}
+
+
+def edit_rows(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], layout: ModelLayout,
+              basis: torch.Tensor, row_ids: Sequence[int]) -> dict[str, Any]:
+    """Write the edit of :func:`edit_checkpoint` as the edited rows alone (``embedding_rows.safetensors``).
+
+    The rows are computed from the base's stored rows exactly as :func:`edit_checkpoint` computes the ones it
+    writes into its copy (same function, same dtype), so the loaded variant has the same parameters; the
+    variant is kilobytes to megabytes instead of a checkpoint. Returns the same report keys (the head is
+    untied at load when the base ties it). ``variant.json`` is the caller's.
+    """
+    from biaslab.models.embedding_rows import save_rows
+    from biaslab.models.weights.convert import dtype_name
+
+    index = SafetensorsIndex(base_dir)
+    key = layout.require_key(layout.input_embedding, index)
+    ids = sorted({int(i) for i in row_ids})
+    rows = remove_projection(index.read_rows(key, ids), basis)
+    residual = float((rows.to(torch.float64) @ basis.to(torch.float64).T).norm(dim=1).max()) if ids else 0.0
+    untied = bool(layout.tied and layout.output_head is not None)
+    save_rows(out_dir, row_ids=ids, rows=rows, embedding_tensor=key, vocab_rows=index[key].shape[0],
+              untie_output_head=untied)
     return {"output_head_untied": untied, "max_residual_projection": residual,
             "dtype": dtype_name(index[key].dtype), "embedding_tensor": key}
 

@@ -2,9 +2,10 @@
 
     base model ─► gender subspace B [k, d] (gender_pairs.parquet, params languages; rows read from the files)
                ─► target words (soft | hard) ─► token rows + span sequences
-               ─► apply = "checkpoint": copy the base's files, untie head, overwrite the target rows
+               ─► apply = "rows":       variant.json {"base", "method", ...} + embedding_rows.safetensors (the edited
+                                          target rows; the default: the checkpoint edit stored as the edit)
+                  apply = "checkpoint": copy the base's files, untie head, overwrite the target rows
                   apply = "hook":       variant.json {"base", "method", ...} + embedding_hook.safetensors
-                  apply = "auto":       checkpoint up to ``hook_above_parameters``, hook above (:func:`resolve_apply`)
                ─► edit_report.json (components, explained variance, rows edited, shared sub-word share)
 
 The directory is written atomically (``atomic_dir``). The report has no timestamps, so the same inputs
@@ -52,22 +53,6 @@ def eval_sentences(prepared_dir: Path) -> list[str]:
     return list(frame["qa_sentence"]) + list(frame["prob_sentence"].str.replace("BLANK ", "", regex=False))
 
 
-def resolve_apply(apply: str, n_parameters: int, hook_above_parameters: int) -> str:
-    """``embedding_apply`` as the stage applies it: ``auto`` is ``checkpoint`` for a model of at most
-    ``hook_above_parameters`` parameters, ``hook`` above.
-
-    Why: a checkpoint edit stores a whole edited copy of the base (16 GB for an 8B bf16 model, per variant,
-    again in DVC's cache and in MLflow) to change a few hundred embedding rows; the hook variant stores
-    the edit alone (the basis and the target token sequences: kilobytes) and loads on its base. The two
-    are not the same intervention - the hook removes the projection at target-word positions only, the
-    checkpoint edit from the target rows wherever they occur (docs/embedding_debias.md) - so the report
-    records which one a variant got (``apply``), and the default threshold (1e9) keeps the default
-    2.9 M-parameter model, and every model up to XLM-R large / Qwen2.5-0.5B, on today's checkpoint edit."""
-    if apply == "auto":
-        return "hook" if n_parameters > hook_above_parameters else "checkpoint"
-    return apply
-
-
 def fit_embedding_variant(
     *, base_dir: str | os.PathLike[str], cfg: EmbeddingDebiasConfig, mode: str, apply: str,
     prepared_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], base_ref: str | None = None,
@@ -76,14 +61,15 @@ def fit_embedding_variant(
     """Fit the subspace on ``base_dir``'s input embeddings, write the variant to ``out_dir``; return the report.
 
     The model is never loaded: the embedding rows the fit needs are read from the safetensors files,
-    and a checkpoint edit patches the target rows of a byte copy (:func:`.edit.edit_checkpoint`), so the
-    variant keeps the base's dtype and the stage's memory does not grow with the model. ``base_ref`` is
-    the base path recorded in the report and a hook variant's ``variant.json`` (default: ``base_dir``).
+    the rows edit stores the edited target rows (:func:`.edit.edit_rows`) and a checkpoint edit patches them
+    into a byte copy (:func:`.edit.edit_checkpoint`), so the variant keeps the base's dtype and the stage's
+    memory does not grow with the model. ``base_ref`` is the base path recorded in the report and a rows or
+    hook variant's ``variant.json`` (default: ``base_dir``).
     """
     import torch
     from transformers import AutoTokenizer
 
-    from biaslab.mitigation.embedding.edit import edit_checkpoint
+    from biaslab.mitigation.embedding.edit import edit_checkpoint, edit_rows
     from biaslab.models.embedding_hook import save_hook
     from biaslab.mitigation.embedding.rows import EmbeddingRows
     from biaslab.models.weights.index import SafetensorsIndex
@@ -92,7 +78,6 @@ def fit_embedding_variant(
     prepared_dir, base_ref = Path(prepared_dir), str(base_ref if base_ref is not None else base_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir), trust_remote_code=trust_remote_code)
     layout = model_layout(base_dir, kind=kind, trust_remote_code=trust_remote_code)
-    apply = resolve_apply(apply, layout.n_parameters, cfg.hook_above_parameters)
     index = SafetensorsIndex(base_dir)
     rows = EmbeddingRows.from_checkpoint(index, layout.require_key(layout.input_embedding, index))
     encoder = WordEncoder(tokenizer)
@@ -114,13 +99,16 @@ def fit_embedding_variant(
         "coverage_gbem_ua_eval": coverage,
     }
     with atomic_dir(out_dir) as tmp:
-        if apply == "checkpoint":
+        if apply == "rows":
+            report |= edit_rows(base_dir, tmp, layout, basis, tokens.row_ids)
+            variant_dir.write_manifest(tmp, base=base_ref, method="embedding", mode=mode, apply="rows")
+        elif apply == "checkpoint":
             report |= edit_checkpoint(base_dir, tmp, layout, basis, tokens.row_ids)
         elif apply == "hook":
             save_hook(tmp, basis, tokens.sequences, tokens.row_ids, len(tokenizer))
             variant_dir.write_manifest(tmp, base=base_ref, method="embedding", mode=mode, apply="hook")
         else:
-            raise ValueError(f"embedding_apply must be 'auto', 'checkpoint' or 'hook', got {apply!r}")
+            raise ValueError(f"embedding_apply must be 'rows', 'checkpoint' or 'hook', got {apply!r}")
         (tmp / "target_words.json").write_text(json.dumps(words, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         (tmp / REPORT_FILE).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return report
