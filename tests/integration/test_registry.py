@@ -199,7 +199,8 @@ def test_incomplete_upload_is_not_registered(project, monkeypatch):
 @pytest.mark.parametrize("flavor", ["artifacts", "transformers"])
 def test_registering_reads_each_weight_file_three_times(project, monkeypatch, flavor):
     """Issue 41 (bytes): register hashes a weight file once in the source and once in the package's copy (the
-    copy check; both manifests reuse that hash), and once in the upload it downloads back (verify_logged)."""
+    copy check; both manifests reuse that hash), and once in the upload, read where a local store keeps it
+    (verify_logged: no downloaded copy)."""
     from biaslab import registry
     from biaslab.serving import manifest
 
@@ -215,7 +216,35 @@ def test_registering_reads_each_weight_file_three_times(project, monkeypatch, fl
     registry.register_variants(params, root, log=tracking, flavor=flavor, variants=["soft"])
     source = root / "models" / "soft" / "model.safetensors"
     assert reads.count(source) == 1
-    assert len(reads) == 3, reads  # the source, the package's copy, the upload downloaded back
+    assert len(reads) == 3, reads  # the source, the package's copy, the upload read back
+    uploaded = [p for p in reads if "artifacts" in p.parts]  # the local store's own file, not a download's copy
+    assert len(uploaded) == 1 and uploaded[0].is_file(), reads
+
+
+def test_an_upload_that_differs_from_the_package_is_refused_in_a_local_store(project, monkeypatch):
+    """verify_logged reads a local store's files where they lie (no downloaded copy): a byte changed in the
+    stored upload is still refused, and no version is created."""
+    from mlflow import MlflowClient
+
+    from biaslab import registry
+    from biaslab.registry import package
+    from biaslab.registry.errors import RegistryError
+
+    root, params = project
+    real = package.verify_logged
+
+    def tamper_then_verify(client, run_id, artifact_path, manifest, **kwargs):
+        stored = package.local_artifact_dir(client, run_id, artifact_path)
+        weights = next(p for p in stored.rglob("*.safetensors"))
+        data = bytearray(weights.read_bytes())
+        data[-1] ^= 1
+        weights.write_bytes(bytes(data))
+        return real(client, run_id, artifact_path, manifest, **kwargs)
+
+    monkeypatch.setattr("biaslab.registry.register.verify_logged", tamper_then_verify)
+    with pytest.raises(RegistryError, match="differ from what was uploaded"):
+        registry.register_variants(params, root, log=tracking, flavor="artifacts", variants=["soft"])
+    assert MlflowClient().search_model_versions(f"name = '{params.registry.model_name}'") == []
 
 
 def test_transformers_flavor_full_model_is_loadable(project):

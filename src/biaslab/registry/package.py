@@ -196,6 +196,25 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> dict[str, str]:
     return _check_copy(model_dir, dst, prefix="model/")
 
 
+def local_artifact_dir(client: Any, run_id: str, artifact_path: str) -> Path | None:
+    """Where ``artifact_path`` of run ``run_id`` lies on this machine when the run's artifact store is a local
+    folder (``file://`` or a plain path), else ``None`` (a server's proxied store, an object store).
+
+    Downloading from a local store copies the files MLflow serves into a temporary folder - for a checkpoint,
+    a full copy written only to be hashed (docs/bytes.md); the stored files themselves are what a later
+    download returns, so a check reads them in place."""
+    from urllib.parse import urlparse
+
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    uri = client.get_run(run_id).info.artifact_uri
+    scheme = urlparse(uri).scheme
+    if scheme not in ("", "file") or (scheme == "" and not Path(uri).is_absolute()):
+        return None
+    stored = Path(local_file_uri_to_path(uri)) / artifact_path
+    return stored if stored.is_dir() else None
+
+
 def _list_artifacts_recursive(client: Any, run_id: str, path: str) -> dict[str, int | None]:
     found: dict[str, int | None] = {}
     for info in client.list_artifacts(run_id, path):
@@ -221,8 +240,13 @@ def verify_logged(client: Any, run_id: str, artifact_path: str, manifest: dict[s
     if check_hashes:
         import mlflow
 
-        with tempfile.TemporaryDirectory() as tmp:
-            local = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path, dst_path=tmp))
-            bad = sorted(p for p, (_, sha) in manifest.items() if _sha256(local / p) != sha)
+        stored = local_artifact_dir(client, run_id, artifact_path)
+        if stored is not None:  # a local store: the files MLflow serves are these, read where they lie
+            bad = sorted(p for p, (_, sha) in manifest.items() if _sha256(stored / p) != sha)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                local = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path,
+                                                                 dst_path=tmp))
+                bad = sorted(p for p, (_, sha) in manifest.items() if _sha256(local / p) != sha)
         if bad:
             raise RegistryError(f"run {run_id}: artifacts {bad[:5]} differ from what was uploaded; not registering")
