@@ -301,14 +301,10 @@ def test_hook_variant_directory_loads_through_models(tiny_tokenizer, prepared, t
 
 
 # ------------------------------------------------------------------ masked LMs: the MLM decoder bias
-@pytest.mark.parametrize("arch", ["xlm-roberta", "bert"])
-def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
-    """RoBERTa/XLM-R and BERT tie the MLM decoder bias to the head's bias only while the word embeddings are
-    tied; an untied copy must store it, or it reloads as zeros and shifts every output logit."""
+def _masked_lm_with_a_trained_bias(arch, path):
+    """A tiny tied masked LM of ``arch`` whose head bias is far from zero (as a trained one), saved to ``path``;
+    returns the model and that bias."""
     from transformers import AutoConfig, AutoModelForMaskedLM
-
-    from biaslab.mitigation.embedding.edit import edit_checkpoint
-    from biaslab.models.weights.layout import model_layout
 
     config = AutoConfig.for_model(arch, vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                   intermediate_size=32, max_position_embeddings=40)
@@ -316,8 +312,21 @@ def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
     model = AutoModelForMaskedLM.from_config(config).eval()
     head_bias = next(p for n, p in model.named_parameters() if n.endswith("predictions.bias") or n == "lm_head.bias")
     with torch.no_grad():
-        head_bias.copy_(torch.linspace(-2, 2, head_bias.numel()))  # a trained head's bias is far from zero
-    model.save_pretrained(tmp_path / "base")
+        head_bias.copy_(torch.linspace(-2, 2, head_bias.numel()))
+    model.save_pretrained(path)
+    return model, head_bias
+
+
+@pytest.mark.parametrize("arch", ["xlm-roberta", "bert"])
+def test_untied_masked_lm_keeps_its_decoder_bias(arch, tmp_path):
+    """RoBERTa/XLM-R and BERT tie the MLM decoder bias to the head's bias only while the word embeddings are
+    tied; an untied copy must store it, or it reloads as zeros and shifts every output logit."""
+    from transformers import AutoModelForMaskedLM
+
+    from biaslab.mitigation.embedding.edit import edit_checkpoint
+    from biaslab.models.weights.layout import model_layout
+
+    model, head_bias = _masked_lm_with_a_trained_bias(arch, tmp_path / "base")
     layout = model_layout(tmp_path / "base")
     assert layout.tied and len(layout.untie_losses) == 1 and layout.untie_losses[0][0].endswith("decoder.bias")
     basis = torch.nn.functional.normalize(torch.randn(1, 16), dim=1)
@@ -374,20 +383,13 @@ def test_rows_variant_loads_to_the_checkpoint_edits_parameters(tiny_tokenizer, p
 def test_rows_on_a_masked_lm_keep_the_decoder_bias(arch, tmp_path):
     """A masked LM's rows overlay unties its head in memory: the MLM decoder bias stays the trained one (the
     checkpoint edit has to store it, ``test_untied_masked_lm_keeps_its_decoder_bias``)."""
-    from transformers import AutoConfig, AutoModelForMaskedLM
+    from transformers import AutoModelForMaskedLM
 
     from biaslab.mitigation.embedding.edit import edit_checkpoint, edit_rows
     from biaslab.models.embedding_rows import apply_rows_from_dir
     from biaslab.models.weights.layout import model_layout
 
-    config = AutoConfig.for_model(arch, vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                  intermediate_size=32, max_position_embeddings=40)
-    torch.manual_seed(0)
-    model = AutoModelForMaskedLM.from_config(config).eval()
-    head_bias = next(p for n, p in model.named_parameters() if n.endswith("predictions.bias") or n == "lm_head.bias")
-    with torch.no_grad():
-        head_bias.copy_(torch.linspace(-2, 2, head_bias.numel()))
-    model.save_pretrained(tmp_path / "base")
+    _, head_bias = _masked_lm_with_a_trained_bias(arch, tmp_path / "base")
     layout = model_layout(tmp_path / "base")
     basis = torch.nn.functional.normalize(torch.randn(1, 16), dim=1)
     edit_checkpoint(tmp_path / "base", tmp_path / "edited", layout, basis, row_ids=[5, 6])
