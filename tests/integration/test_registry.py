@@ -373,6 +373,38 @@ def test_promotion_refused_and_approved(project):
     assert client.get_model_version(params.registry.model_name, result["soft"].version).tags["promotion.decision"] == "approved"
 
 
+def test_a_variant_registered_after_the_base_was_evaluated_again_is_gated_against_that_evaluation(project):
+    """The base's version is reused while its bytes are unchanged, and its registering run's params keep the
+    evaluate run of its first registration. A variant registered after the base was evaluated again names the
+    base's new run (``evidence_base_run_id``): promote gates against that one, not the stale run."""
+    import shutil
+
+    from biaslab.registry import promote, register_variants, write_register_json
+
+    root, params = project
+    base_metrics = root / "metrics" / "base.json"
+    saved = base_metrics.read_bytes()
+    try:
+        first = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base"])
+        old_run = metrics_file.read_variant(root, "base").run_id
+        write_metrics(root, "base", (0.20, 0.18, 0.22), (0.70, 0.66, 0.74), "models/base")  # evaluated again
+        new_run = metrics_file.read_variant(root, "base").run_id
+        assert new_run != old_run
+        if not (root / "models" / "soft_late").exists():
+            shutil.copytree(root / "models" / "soft", root / "models" / "soft_late")
+        write_metrics(root, "soft_late", (0.10, 0.08, 0.12), (0.68, 0.64, 0.72), "models/soft_late")
+        params = params.model_copy(update={"variants": {**params.variants,
+                                                        "soft_late": params.variants["soft"].model_copy(
+                                                            update={"model_dir": "models/soft_late"})}})
+        result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "soft_late"])
+        assert result["base"].version == first["base"].version and result["base"].reused  # the same base version
+        write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+        decision = promote(params, "soft_late", root)
+        assert decision.gate_inputs["base"]["evaluate_run_id"] == new_run, decision.gate_inputs["base"]
+    finally:
+        base_metrics.write_bytes(saved)
+
+
 def test_promote_unknown_or_unregistered_variant(project):
     from biaslab.config import ConfigError
     from biaslab.registry import RegistryError, promote

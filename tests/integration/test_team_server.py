@@ -565,16 +565,24 @@ def test_a_worker_created_evaluate_run_is_no_evidence(registered):
 
 
 def test_forged_base_evidence_is_refused(registered):
-    """Item 1: the base registered again by the worker, naming an evaluate run of its own that makes the base look
-    bad: the gate refuses the base's evidence as it refuses a variant's."""
+    """Item 1: an evaluate run of the worker's own that makes the base look bad, named as the base's evidence -
+    by the variant's registration (``evidence_base_run_id``, the base run the gate reads) or, when that names
+    none, by a base version the worker registered again: the gate refuses the base's evidence as it refuses a
+    variant's."""
     url, project, versions = registered
     done = _fake_evaluation(url, project, "base", 0.90)
     assert done.returncode == 0, done.stderr
     fake = done.stdout.strip().splitlines()[-1]
+    soft = _worker_registers(url, project, versions["soft"]["version"],
+                             f'registration["evidence_base_run_id"] = {fake!r}')
+    again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft", "--version", soft)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"evaluate run {fake} of 'base' is in experiment" in _one_line(again)
     base = _worker_registers(url, project, versions["base"]["version"], f'registration["evaluate_run_id"] = {fake!r}',
                              variant="base")
+    soft = _worker_registers(url, project, versions["soft"]["version"], 'registration.pop("evidence_base_run_id", None)')
     again = biaslab(url, "promoter", PASSWORDS["promoter"], project, "promote", "soft",
-                    "--version", versions["soft"]["version"], "--base-version", base)
+                    "--version", soft, "--base-version", base)
     assert again.returncode == 1, again.stdout + again.stderr
     assert f"evaluate run {fake} of 'base' is in experiment" in _one_line(again)
 

@@ -11,7 +11,8 @@ cannot change a logged param, nor write where only promoters write):
   the version's files must be under that run's artifacts and match the manifest whose hash it logged
   (every file's sha256 recomputed);
 * **its evidence**: :class:`~biaslab.registry.evidence.RunEvidence` of the evaluate runs those params name
-  (for the variant and for the base), checked to be of the same model fingerprint; on a team server only
+  (for the variant, and for the base the run of the same evaluation the variant's registration names, else the
+  base version's own), checked to be of the same model fingerprint; on a team server only
   finished evaluate runs of the evaluations experiment whose artifacts hash to their params
   (:mod:`biaslab.registry.evidence_check`);
 * **what is served**: never the registrant's word - the kind, serving settings and base pin come from the
@@ -41,7 +42,8 @@ from biaslab.registry.register import REGISTER_JSON, _client
 
 
 CHAMPION = "champion"
-REGISTRATION_PARAMS = ("variant", "method", "kind", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id")
+REGISTRATION_PARAMS = ("variant", "method", "kind", "content_hash", "manifest_sha256", "model_fingerprint", "evaluate_run_id",
+                       "evidence_base_variant", "evidence_base_run_id")
 
 
 @dataclass
@@ -206,6 +208,18 @@ def _downloaded(client: Any, mv: Any, reg: dict[str, str], dst: Path, what: str)
     return package, []
 
 
+def _base_evidence_run(reg: dict[str, str], base_variant: str, base_reg: dict[str, str]) -> str:
+    """The base's evaluate run to gate ``reg``'s variant against: the one the variant's registration names for
+    this base (the base's run of the same evaluation, :func:`biaslab.registry.register._gate_base_evidence`),
+    else the base version's own. A reused base version keeps the evaluate run of its first registration; a
+    variant registered after the evaluation changed names the base's current one. Either way the base's bytes
+    must be what the run measured (``base/evaluated_bytes``), and on a team server the run must be the
+    evaluator's (``evidence/evaluator_runs``): naming another run cannot bring in evidence of other weights."""
+    if reg.get("evidence_base_variant") == base_variant and reg.get("evidence_base_run_id"):
+        return reg["evidence_base_run_id"]
+    return base_reg["evaluate_run_id"]
+
+
 def _decide(client: Any, params: Params, variant: str, base_variant: str, version: tuple[Any, dict[str, str]],
             base_version: tuple[Any, dict[str, str]], tmp: Path, *, rescore: bool = True) -> PromotionDecision:
     """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
@@ -215,8 +229,8 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
     from biaslab.registry.package_check import Expected, approved_pin, build_champion, check_package
 
     (mv, reg), (base_mv, base_reg) = version, base_version
-    evidence = RunEvidence(client, {variant: reg["evaluate_run_id"], base_variant: base_reg["evaluate_run_id"]},
-                           workdir=tmp)
+    evidence = RunEvidence(client, {variant: reg["evaluate_run_id"],
+                                    base_variant: _base_evidence_run(reg, base_variant, base_reg)}, workdir=tmp)
     results = _gate(params, evidence, variant, base_variant)
     results += evidence_rows(client, params, evidence, variant, base_variant, team_server=team_server())
     evaluated_fp = evidence.metrics(variant).model_fingerprint

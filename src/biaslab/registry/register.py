@@ -136,6 +136,7 @@ def register_variants(
     client = _client()
     _ensure_registered_model(client, model_name)
     common = {"git_commit": git_commit(root), "data_hash": data_hash(root, params.data.prepared_dir)}
+    gate_base = _gate_base_evidence(root / metrics_dir)
     result: dict[str, RegisteredVersion] = {}
     full_by_dir: dict[Path, RegisteredVersion] = {}
     serving = ServingSettings.from_params(params)
@@ -153,6 +154,7 @@ def register_variants(
             "model_fingerprint": (vm and vm.model_fingerprint) or fingerprint_dir(src.model_dir),
             "model_dir": os.path.relpath(src.model_dir, root),
             "evaluate_run_id": vm.run_id if vm else None,
+            **(gate_base if src.name != GATE_BASE else {}),
             "metrics": "present" if vm else f"missing ({metrics_path.name} not found)",
             "format": "prompt" if src.kind == "prompt" else ("artifacts" if src.kind == "overlay" else flavor),
             **common,
@@ -186,6 +188,25 @@ def register_variants(
     newest = max(result.values(), key=lambda r: int(r.version))
     client.set_registered_model_alias(model_name, CANDIDATE, newest.version)
     return result
+
+
+GATE_BASE = "base"  # the variant ``biaslab promote`` gates against by default
+
+
+def _gate_base_evidence(metrics_dir: Path) -> dict[str, str]:
+    """``evidence_base_variant`` / ``evidence_base_run_id``: the evaluate run of :data:`GATE_BASE` that this
+    registration's evaluation is to be compared with - the base's run of the same evaluation, read from the same
+    metrics files as the variant's own ``evaluate_run_id``.
+
+    Why: a version is reused while its content is unchanged, and its registering run's params never change, so
+    the base's version keeps the evaluate run of its first registration. After the evaluation changed (other
+    items, another benchmark version, a new column) a variant registered later would be gated against that old
+    base run - refused for scoring other inputs, or compared with numbers of another evaluation. Promote reads
+    the base's evidence from here when it gates against :data:`GATE_BASE` (the base's bytes must still be what
+    that run measured: ``registry/package_check.py``)."""
+    path = metrics_dir / f"{GATE_BASE}.json"
+    vm = metrics_file.read(path, GATE_BASE) if path.is_file() else None
+    return {"evidence_base_variant": GATE_BASE, "evidence_base_run_id": vm.run_id} if vm and vm.run_id else {}
 
 
 def _base_reference(src: VariantSource, full_by_dir: dict[Path, RegisteredVersion],
@@ -243,7 +264,9 @@ def _log_and_register(client: Any, log: RunLog, model_name: str, src: VariantSou
                             "base_model": tags.get("base_model", ""), "format": tags["format"],
                             "content_hash": tags["content_hash"], "manifest_sha256": manifest_sha256,
                             "model_fingerprint": tags["model_fingerprint"],
-                            "evaluate_run_id": tags.get("evaluate_run_id", "")})
+                            "evaluate_run_id": tags.get("evaluate_run_id", ""),
+                            "evidence_base_variant": tags.get("evidence_base_variant", ""),
+                            "evidence_base_run_id": tags.get("evidence_base_run_id", "")})
             log.log_artifact(package, artifact_path)
             verify_logged(client, run_id, artifact_path, manifest, check_hashes=check_hashes)
     source = RunsArtifactRepository.get_underlying_uri(f"runs:/{run_id}/{artifact_path}")
