@@ -37,7 +37,8 @@ def project(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("cli")
     (root / "params.yaml").write_text(yaml.safe_dump({
-        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
+        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}",
+                          **({} if n == "base" else {"embedding_apply": "checkpoint"})}
                      for n in ("base", "worse", "good")},
         "registry": {"model_name": "cli-model", "gate": [
             {"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"},

@@ -66,7 +66,8 @@ def store(tmp_path_factory):
         (model / "model.safetensors").write_bytes(name.encode() * 100)
     (root / "params.yaml").write_text(yaml.safe_dump({
         "variants": {"base": {"method": "none", "model_dir": "models/base"},
-                     "lora": {"method": "embedding", "model_dir": "models/lora"}},
+                     "lora": {"method": "embedding", "model_dir": "models/lora",
+                              "embedding_apply": "checkpoint"}},
         "registry": {"model_name": "ui-model", "gate": [
             {"metric": "gbem_ua/qa_diff_fem", "rule": "better_than_base_beyond_ci"},
             {"metric": "gbem_ua/qa_f1_man_nofem", "rule": "not_worse_than_base_minus", "tolerance": 0.05}]},

@@ -274,7 +274,8 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
     write_variant(tmp_path, "harmed", chunks.assign(logprob=chunks["logprob"] * 1.02), qa.assign(answer_yes=True))
     write_variant(tmp_path, "same", chunks, qa)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({
-        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
+        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}",
+                          **({} if n == "base" else {"embedding_apply": "checkpoint"})}
                      for n in ("base", "harmed", "same")},
         "evaluation": {"benchmarks": {"gbem_ua": {"module": "biaslab.benchmarks.gbem_ua"},
                                       "lm_quality": {"module": "biaslab.benchmarks.lm_quality"}}},

@@ -19,7 +19,8 @@ def record(value, lo, hi, direction="lower", ideal=0.0):
 
 def write_project(root):
     (root / "params.yaml").write_text(yaml.safe_dump({
-        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}"}
+        "variants": {n: {"method": "none" if n == "base" else "embedding", "model_dir": f"models/{n}",
+                          **({} if n == "base" else {"embedding_apply": "checkpoint"})}
                      for n in ("base", "good", "worse", "missing")},
         "evaluation": {"benchmarks": {"gbem_ua": {"module": "biaslab.benchmarks.gbem_ua"}}},
         "registry": {"model_name": "m", "gate": [
