@@ -364,6 +364,8 @@ def test_rows_variant_loads_to_the_checkpoint_edits_parameters(tiny_tokenizer, p
     assert variant_dir.kind(tmp_path / "rows") == "overlay"
     assert json.loads((tmp_path / "rows" / "variant.json").read_text())["apply"] == "rows"
     assert not list((tmp_path / "rows").glob("model*.safetensors"))
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "rows").iterdir()}
+    assert len(set(modes.values())) == 1, modes  # the rows file has the umask's mode like variant.json, not 0600
     assert _dir_bytes(tmp_path / "rows") < _dir_bytes(base) / 10  # the edit alone, not a copy of the checkpoint
     want, got = load_variant_model(tmp_path / "checkpoint"), load_variant_model(tmp_path / "rows")
     assert got.fingerprint == variant_dir.resolve(tmp_path / "rows").fingerprint

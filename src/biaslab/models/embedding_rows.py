@@ -30,15 +30,17 @@ def save_rows(model_dir: str | os.PathLike[str], *, row_ids: Sequence[int], rows
               vocab_rows: int, untie_output_head: bool) -> Path:
     """Write the edited rows into ``model_dir`` (a directory being built atomically by the caller)."""
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     ids = torch.tensor([int(i) for i in row_ids], dtype=torch.long)
     if len(ids) != rows.shape[0] or bool((ids[1:] <= ids[:-1]).any()):
         raise ValueError(f"embedding rows: {len(ids)} ids (sorted, distinct) for {rows.shape[0]} rows")
     path = Path(model_dir) / ROWS_FILE
-    save_file({"row_ids": ids, "rows": rows.detach().cpu().contiguous()}, str(path),
-              metadata={"embedding_tensor": embedding_tensor, "vocab_rows": str(int(vocab_rows)),
-                        "untie_output_head": "true" if untie_output_head else "false"})
+    # serialised in memory (megabytes) and written by Python, so the file gets the umask's mode like the
+    # variant's other files (safetensors' own save_file creates it 0600)
+    path.write_bytes(save({"row_ids": ids, "rows": rows.detach().cpu().contiguous()},
+                          metadata={"embedding_tensor": embedding_tensor, "vocab_rows": str(int(vocab_rows)),
+                                    "untie_output_head": "true" if untie_output_head else "false"}))
     return path
 
 

@@ -150,7 +150,6 @@ def edit_checkpoint(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     Returns ``{"output_head_untied", "max_residual_projection", "dtype", "embedding_tensor"}``; the
     residual is ``max ‖B e'‖`` over the edited rows as written (re-read from the file).
     """
-    from biaslab.models.weights.convert import dtype_name
     from biaslab.models.weights.files import copy_model_files
 
     out_dir = Path(out_dir)
@@ -159,13 +158,9 @@ def edit_checkpoint(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     untied = untie_output_head(out_dir, layout, key)
     index = SafetensorsIndex(out_dir)
     ids = sorted({int(i) for i in row_ids})
-    residual = 0.0
     if ids:
         index.write_rows(key, ids, remove_projection(index.read_rows(key, ids), basis))
-        written = index.read_rows(key, ids).to(torch.float64)
-        residual = float((written @ basis.to(torch.float64).T).norm(dim=1).max())
-    return {"output_head_untied": untied, "max_residual_projection": residual,
-            "dtype": dtype_name(index[key].dtype), "embedding_tensor": key}
+    return _edit_report(untied, index.read_rows(key, ids) if ids else None, basis, index[key].dtype, key)
 
 
 def edit_rows(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], layout: ModelLayout,
@@ -178,16 +173,26 @@ def edit_rows(base_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     untied at load when the base ties it). ``variant.json`` is the caller's.
     """
     from biaslab.models.embedding_rows import save_rows
-    from biaslab.models.weights.convert import dtype_name
 
     index = SafetensorsIndex(base_dir)
     key = layout.require_key(layout.input_embedding, index)
     ids = sorted({int(i) for i in row_ids})
     rows = remove_projection(index.read_rows(key, ids), basis)
-    residual = float((rows.to(torch.float64) @ basis.to(torch.float64).T).norm(dim=1).max()) if ids else 0.0
     untied = bool(layout.tied and layout.output_head is not None)
     save_rows(out_dir, row_ids=ids, rows=rows, embedding_tensor=key, vocab_rows=index[key].shape[0],
               untie_output_head=untied)
+    return _edit_report(untied, rows if ids else None, basis, index[key].dtype, key)
+
+
+def _edit_report(untied: bool, edited: torch.Tensor | None, basis: torch.Tensor, dtype: torch.dtype,
+                 key: str) -> dict[str, Any]:
+    """The report both ways of storing the edit return: ``max_residual_projection`` is ``max ‖B e'‖`` over
+    the edited rows in the dtype they are stored in (0.0 when no row is edited)."""
+    from biaslab.models.weights.convert import dtype_name
+
+    residual = 0.0
+    if edited is not None:
+        residual = float((edited.to(torch.float64) @ basis.to(torch.float64).T).norm(dim=1).max())
     return {"output_head_untied": untied, "max_residual_projection": residual,
-            "dtype": dtype_name(index[key].dtype), "embedding_tensor": key}
+            "dtype": dtype_name(dtype), "embedding_tensor": key}
 
