@@ -41,6 +41,7 @@ class AuthSettings:
     secret_key: str = "test-only-csrf-secret-key"
     default_permission: str = "READ"
     allowed_hosts: str = "mlflow:5000,localhost:*,127.0.0.1:*"
+    auth_cache_ttl_seconds: int = 60  # as docker-compose.yml: a credential's scrypt check once a minute, not per request
 
     def ini(self) -> str:
         return ("[mlflow]\n"
@@ -48,7 +49,8 @@ class AuthSettings:
                 f"database_uri = {self.database_uri}\n"
                 "admin_username = admin\n"
                 "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-                "grant_default_workspace_access = false\n")
+                "grant_default_workspace_access = false\n"
+                f"auth_cache_ttl_seconds = {self.auth_cache_ttl_seconds}\n")
 
 
 @contextlib.contextmanager

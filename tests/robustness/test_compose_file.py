@@ -224,6 +224,7 @@ def test_the_auth_settings_are_the_keys_mlflow_reads_and_its_store_is_a_database
     assert settings["default_permission"] == "READ"  # everyone reads; writing needs a grant
     assert settings["authorization_function"] == "mlflow.server.auth:authenticate_request_basic_auth"
     assert settings["admin_username"] == "admin"
+    assert 0 < int(settings["auth_cache_ttl_seconds"]) <= 300  # MLflow's credential cache: on, and short
     assert "admin_password" not in settings  # from MLFLOW_AUTH_ADMIN_PASSWORD, never written here
     # not the tracking store's database
     assert _database(_interpolate(settings["database_uri"], SECRETS_ENV)) == "mlflow_auth"
