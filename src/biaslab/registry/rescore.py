@@ -50,6 +50,7 @@ prefix is chosen per benchmark as the evaluation chose it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,17 +166,19 @@ def _declared(benchmarks: dict[str, tuple[Any, dict[str, Any]] | None], keys: se
     out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for key in sorted(keys):
         name, _, table = key.partition("__")
-        spec = rescore_inputs_of(benchmarks[name][0]).get(table)  # type: ignore[index]
+        offered = rescore_inputs_of(benchmarks[name][0])  # type: ignore[index]
+        if not isinstance(offered, Mapping):
+            return out, (f"benchmark {name}: rescore_inputs is {offered!r}, not a mapping table -> (key columns, "
+                         "input columns)")
+        spec = offered.get(table)
         if spec is None:
             continue
-        try:
-            names, inputs = (tuple(spec[0]), tuple(spec[1])) if len(spec) == 2 else ((), ())
-        except TypeError:
-            names, inputs = (), ()
-        if not names or not all(isinstance(c, str) for c in (*names, *inputs)):
+        parts = tuple(spec) if isinstance(spec, (tuple, list)) and len(spec) == 2 else ()
+        if not parts or not all(isinstance(p, (tuple, list)) and all(isinstance(c, str) for c in p) for p in parts) \
+                or not parts[0]:  # a bare string is no tuple: ("pair_id") would be seven one-letter columns
             return out, (f"benchmark {name}: rescore_inputs[{table!r}] is {spec!r}, not (key columns, input columns) "
-                         "with at least one key column, each a column name")
-        out[key] = (names, inputs)
+                         "with at least one key column, each a tuple of column names")
+        out[key] = (tuple(parts[0]), tuple(parts[1]))
     return out, None
 
 
@@ -186,15 +189,19 @@ def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str],
     version's. The versions were scored on the same test items, so a key in one table only is refused too."""
     for key, (keys, inputs) in declared.items():
         present = [w for w in versions if (w, key) in tables]
+        for who in present:  # a declared key column the table lacks: the declaration (or the table) is wrong
+            lacking = [c for c in keys if c not in tables[(who, key)].columns]
+            if lacking:
+                name, _, table = key.partition("__")
+                return (f"benchmark {name}: rescore_inputs[{table!r}] names key column(s) {lacking} that {who!r}'s "
+                        f"table {key} lacks (its columns: {list(tables[(who, key)].columns)})")
         for other in present[1:]:
             first = present[0]
             a, b = tables[(first, key)], tables[(other, key)]
             columns = []
             for c in dict.fromkeys((*keys, *inputs)):  # each column once, the keys first
                 if c not in a.columns and c not in b.columns:
-                    if c in keys:
-                        return f"table {key}: no key column {c} in either version's table"
-                    continue  # an input column neither version wrote (e.g. an option's column)
+                    continue  # an input column neither version wrote (e.g. an option's column); keys checked above
                 if c not in a.columns or c not in b.columns:
                     has, lacks = (first, other) if c in a.columns else (other, first)
                     return (f"table {key}: {has!r}'s table has column {c}, {lacks!r}'s not (it names or holds what "
