@@ -29,6 +29,11 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
   other prediction tables of the benchmark) gives a pair or aggregate row its items' stored text; ``{}`` for a
   table without such columns. The promoter checks a seeded sample of an evaluation's rows with it
   (:mod:`biaslab.registry.rescore`);
+* optionally ``rescore_inputs``: ``{table: (key columns, input columns)}`` of its prediction tables - what names
+  a row and what the model scored for it (its text, the items a pair row names) or a metric compares it with (a
+  label). ``rescore`` scores whatever text is stored, so the promoter also requires every version's table to hold
+  the same keys and, per key, the same inputs (a forged easier text with honest scores of it is refused); a
+  benchmark that declares none (the default: nothing) has its inputs reported as not compared;
 * optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
   layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
   into ``reports/paper/<paper>.md`` and ``.csv``; it knows no benchmark by name).
@@ -129,6 +134,21 @@ class Spikes(Protocol):
     """Implemented by benchmarks that can add a known bias to their stored predictions (optional part of the contract)."""
 
     def spike(self, predictions: dict[str, pd.DataFrame], delta: float, options: dict[str, Any]) -> dict[str, pd.DataFrame]: ...
+
+
+RescoreInputs = Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]  # table -> (key columns, input columns)
+
+
+class DeclaresRescoreInputs(Protocol):
+    """Implemented by benchmarks whose prediction tables' inputs the promoter compares across versions (optional
+    part of the contract; every biaslab benchmark declares its tables)."""
+
+    rescore_inputs: RescoreInputs
+
+
+def rescore_inputs_of(benchmark: Any) -> RescoreInputs:
+    """``benchmark``'s declared ``rescore_inputs``, or ``{}`` for one that declares none (a custom module)."""
+    return getattr(benchmark, "rescore_inputs", None) or {}
 
 
 class PaperTables(Protocol):

@@ -98,6 +98,8 @@ class LmQuality:
     language = None  # no prompt prefix: plain held-out text
     headline = (f"{NAME}/bits_per_char",)
     prepared_files = ("test/lm_heldout.parquet",)  # the test chunks (data.splits)
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {"lm_quality_chunks": (CHUNK, ("text",))}
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)

@@ -36,17 +36,21 @@ without ``tables``).
 
 Other columns follow from these by arithmetic (votes, gaps, CGS) and are not compared; a table whose ``rescore``
 returns ``{}`` (GBEM-UA's QA tables under the ``embedding`` parser) compares nothing and its drawn rows are counted
-apart, naming it. The text itself is checked across versions, without the model: the key and input columns
-(:data:`INPUTS`) of the variant's table must equal the base's for every key both have, so a forged easier text
-with honest scores of it is refused. A table whose rows lack what was scored (a
-dropped text column, a missing score column) is refused, not skipped; only a table of a benchmark without
-``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one ``language`` (none
+apart, naming it. The text itself is checked across versions, without the model: each benchmark declares the key
+and input columns of its tables (``rescore_inputs``, :mod:`biaslab.benchmarks.base`: what names a row, what the
+model scored for it or a metric compares it with); the variant's table must hold the same keys as the base's (the
+versions were scored on the same test items: a key in one table only is refused) and, per key, the same inputs, so
+a forged easier text with honest scores of it is refused. A table whose benchmark declares no inputs (a custom
+module without ``rescore_inputs``) has its scores checked, not its text, and the row names it as not compared. A
+table whose rows lack what was scored (a dropped text column, a missing score column) is refused, not skipped; only
+a table of a benchmark without ``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one ``language`` (none
 scores rows of several languages behind a prefix; agreement and lm_quality have none and get no prefix), so the
 prefix is chosen per benchmark as the evaluation chose it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,33 +67,6 @@ SAMPLE = 64  # rows drawn over all re-scorable tables of the variant and the bas
 # absolute 1e-3 would let an edit of 40% of the value through; a boolean (an answer, a preference) exactly.
 TOLERANCE = 1e-3
 PROBABILITY = ("p_", "prob_")  # column-name prefixes of the probabilities the benchmarks' rescore returns
-# (key columns, input columns) of each re-scored table by ``<benchmark>__<table>``: what names a row and what the
-# model scored for it (its text, or the items a pair row names) or the metric compares it with (a label). A
-# benchmark's rescore scores whatever text is stored, so a forged easier text with honest scores of it would pass
-# the score check: every version's inputs must equal the others' (the variant's the base's) for each key both
-# tables have. A column in neither table is skipped; in one only, refused.
-_ITEM = ("group", "profession", "experience", "is_correct", "is_male")
-_PAIR = (("pairing", "male_item_id"), ("female_item_id", "profession", "experience", "is_correct"))
-_GENDERLEX = ("sent_m", "sent_w", "context", "hb")
-INPUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "agreement__pairs": (("pair_id",), ("language", "grammatical", "ungrammatical")),
-    "crows_pairs__crows_pairs_pairs": (("pair_id",), ("sent_more", "sent_less", "stereo_antistereo", "bias_type")),
-    "rubia__rubia_pairs": (("pair_id",), ("pro", "anti", "domain", "subdomain")),
-    "occugender__occugender_forms": (("condition", "abstraction", "job", "prompt_id", "gender", "form"),
-                                     ("bias_type", "context", "continuation")),
-    "occugender__occugender_items": (("condition", "abstraction", "job", "prompt_id"), ("bias_type",)),
-    "occugender__occugender_jobs": (("condition", "abstraction", "bias_type", "job"), ("group", "female_ratio")),
-    "gbem_ua__qa": (("item_id",), (*_ITEM, "prompt")),
-    "gbem_ua__prob": (("item_id",), (*_ITEM, "pos_sentence", "neg_sentence")),
-    "gbem_ua__qa_pairs": _PAIR,
-    "gbem_ua__prob_pairs": _PAIR,
-    "lm_quality__lm_quality_chunks": (("language", "document", "chunk"), ("text",)),
-    "cloze_gender__cloze_gender_genderlex": (("subject", "context_type", "row"), _GENDERLEX),
-    "cloze_gender__cloze_gender_genderlex_wino": (("dataset", "context_type", "row"), _GENDERLEX),
-    "cloze_gender__cloze_gender_winobias": (("pair_id",), ("pro_sentence", "anti_sentence")),
-    "cloze_gender__cloze_gender_winogender": (("item_id",), ("sentence_male", "sentence_female", "sentence_neutral")),
-    "cloze_gender__cloze_gender_crows": (("pair_id",), ("sent_m", "sent_w", "hb")),
-}
 ASKS = "a seeded sample of the evidence's prediction rows, scored again from the verified bytes, agrees"
 
 
@@ -179,30 +156,71 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str]) -> str | None:
-    """Why the versions' tables do not hold the same inputs (:data:`INPUTS`) for the same keys, or ``None``: each
-    version's whole table (no model involved) against the first version's, on the keys both have."""
-    for key, (keys, inputs) in INPUTS.items():
+def _declared(benchmarks: dict[str, tuple[Any, dict[str, Any]] | None], keys: set[str]
+              ) -> tuple[dict[str, tuple[tuple[str, ...], tuple[str, ...]]], str | None]:
+    """Each ``<benchmark>__<table>`` in ``keys`` whose benchmark declares it in ``rescore_inputs``
+    (:mod:`biaslab.benchmarks.base`): its (key columns, input columns); and why a declaration is unusable, or
+    ``None``. A table its benchmark does not declare is left out (the caller names it as not compared)."""
+    from biaslab.benchmarks.base import rescore_inputs_of
+
+    out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for key in sorted(keys):
+        name, _, table = key.partition("__")
+        offered = rescore_inputs_of(benchmarks[name][0])  # type: ignore[index]
+        if not isinstance(offered, Mapping):
+            return out, (f"benchmark {name}: rescore_inputs is {offered!r}, not a mapping table -> (key columns, "
+                         "input columns)")
+        spec = offered.get(table)
+        if spec is None:
+            continue
+        parts = tuple(spec) if isinstance(spec, (tuple, list)) and len(spec) == 2 else ()
+        if not parts or not all(isinstance(p, (tuple, list)) and all(isinstance(c, str) for c in p) for p in parts) \
+                or not parts[0]:  # a bare string is no tuple: ("pair_id") would be seven one-letter columns
+            return out, (f"benchmark {name}: rescore_inputs[{table!r}] is {spec!r}, not (key columns, input columns) "
+                         "with at least one key column, each a tuple of column names")
+        out[key] = (tuple(parts[0]), tuple(parts[1]))
+    return out, None
+
+
+def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str],
+                 declared: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> str | None:
+    """Why the versions' tables do not hold the same keys and, per key, the same inputs (``declared``: each
+    benchmark's ``rescore_inputs``), or ``None``: each version's whole table (no model involved) against the first
+    version's. The versions were scored on the same test items, so a key in one table only is refused too."""
+    for key, (keys, inputs) in declared.items():
         present = [w for w in versions if (w, key) in tables]
+        for who in present:  # a declared key column the table lacks: the declaration (or the table) is wrong
+            lacking = [c for c in keys if c not in tables[(who, key)].columns]
+            if lacking:
+                name, _, table = key.partition("__")
+                return (f"benchmark {name}: rescore_inputs[{table!r}] names key column(s) {lacking} that {who!r}'s "
+                        f"table {key} lacks (its columns: {list(tables[(who, key)].columns)})")
         for other in present[1:]:
             first = present[0]
             a, b = tables[(first, key)], tables[(other, key)]
-            columns = [c for c in (*keys, *inputs) if c in a.columns or c in b.columns]
-            for c in (*keys, *columns):
-                if c in a.columns and c in b.columns:
-                    continue
-                if c not in a.columns and c not in b.columns:  # only a key can be in neither
-                    return f"table {key}: no key column {c} in either version's table"
-                has, lacks = (first, other) if c in a.columns else (other, first)
-                return (f"table {key}: {has!r}'s table has column {c}, {lacks!r}'s not (it names or holds what the "
-                        "model scored)")
-            compared = [c for c in columns if c not in keys]
+            columns = []
+            for c in dict.fromkeys((*keys, *inputs)):  # each column once, the keys first
+                if c not in a.columns and c not in b.columns:
+                    continue  # an input column neither version wrote (e.g. an option's column); keys checked above
+                if c not in a.columns or c not in b.columns:
+                    has, lacks = (first, other) if c in a.columns else (other, first)
+                    return (f"table {key}: {has!r}'s table has column {c}, {lacks!r}'s not (it names or holds what "
+                            "the model scored)")
+                columns.append(c)
             try:
+                sides = a[list(keys)].drop_duplicates().merge(b[list(keys)].drop_duplicates(), on=list(keys),
+                                                               how="outer", indicator="__side")
                 both = a[columns].drop_duplicates().merge(b[columns].drop_duplicates(), on=list(keys),
                                                           suffixes=("", " (other)"))
             except (ValueError, TypeError) as exc:  # keys of different types
                 return f"table {key}: the keys {list(keys)} of {first!r} and {other!r} do not compare ({exc})"
-            for column in compared:
+            lone = sides[sides["__side"] != "both"]
+            if len(lone):
+                has, lacks = (first, other) if lone["__side"].iloc[0] == "left_only" else (other, first)
+                named = ", ".join(f"{k}={_plain(lone[k].iloc[0])!r}" for k in keys)
+                return (f"table {key}: {has!r}'s table has the row {named}, {lacks!r}'s not ({len(lone)} key(s) in "
+                        "one version's table only); the versions were evaluated on the same items")
+            for column in columns[len(keys):]:
                 mine, theirs = both[column], both[f"{column} (other)"]
                 differ = ~((mine == theirs) | (mine.isna() & theirs.isna()))
                 if differ.any():
@@ -234,7 +252,13 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
                 continue
             tables[(who, key)] = frame.reset_index(drop=True)
     note = f"; not re-scorable (no rescore): {', '.join(sorted(unchecked))}" if unchecked else ""
-    different = _same_inputs(tables, list(packages))
+    declared, malformed = _declared(benchmarks, {k for _, k in tables})
+    if malformed is not None:
+        return RuleResult("evidence", "rescored_sample", ASKS, False, malformed)
+    uncompared = sorted({k for _, k in tables} - set(declared))
+    if uncompared:  # a custom benchmark without rescore_inputs: its scores are checked, its text is not
+        note += f"; inputs not compared across versions (no rescore_inputs): {', '.join(uncompared)}"
+    different = _same_inputs(tables, list(packages), declared)
     if different is not None:
         return RuleResult("evidence", "rescored_sample", ASKS, False, different)
     sample = _draw(tables, n, params.registry.bootstrap.seed)

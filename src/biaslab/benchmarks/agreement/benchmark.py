@@ -61,6 +61,8 @@ class Agreement:
     language = None  # three languages of plain sentences: no prompt prefix (as lm_quality)
     headline = (f"{NAME}/accuracy",)
     prepared_files: tuple[str, ...] = ()  # the items are packaged with the code (data/*.tsv), not prepared
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {TABLE: (("pair_id",), ("language", "grammatical", "ungrammatical"))}
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)

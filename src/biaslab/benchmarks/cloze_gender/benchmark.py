@@ -26,6 +26,7 @@ from .winobias_winogender import (
 # prediction table -> the dataset whose sentences it scores (GenderLex's ClozeLast table aside)
 PREDICTION_DATASETS = {f"{NAME}_winobias": "winobias", f"{NAME}_winogender": "winogender",
                        f"{NAME}_genderlex_wino": "genderlex_wino", f"{NAME}_crows": "crows_pairs"}
+_GENDERLEX = ("sent_m", "sent_w", "context", "hb")  # a GenderLex row's inputs (its two sentences, context, label)
 
 
 class ClozeGenderBenchmark:
@@ -34,6 +35,14 @@ class ClozeGenderBenchmark:
     headline = (f"{NAME}/genderlex/him_ratio", f"{NAME}/winobias/pro_share", f"{NAME}/winogender/male_share")
     prepared_files = ("genderlex.parquet", "winobias.parquet", "winogender.parquet", "crows_pairs.parquet",
                       "gender_pairs.parquet")
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {
+        f"{NAME}_genderlex": (("subject", "context_type", "row"), _GENDERLEX),
+        f"{NAME}_genderlex_wino": (("dataset", "context_type", "row"), _GENDERLEX),
+        f"{NAME}_winobias": (("pair_id",), ("pro_sentence", "anti_sentence")),
+        f"{NAME}_winogender": (("item_id",), ("sentence_male", "sentence_female", "sentence_neutral")),
+        f"{NAME}_crows": (("pair_id",), ("sent_m", "sent_w", "hb")),
+    }
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         from biaslab.scoring.static_vectors import load_static_vectors

@@ -24,6 +24,8 @@ class CrowsPairs:
     language = "en"
     headline = ("crows_pairs/pct_stereotype_gender", "crows_pairs/pct_stereotype")
     prepared_files = ("crows_pairs.parquet",)
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {"crows_pairs_pairs": (("pair_id",), ("sent_more", "sent_less", "stereo_antistereo", "bias_type"))}
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)

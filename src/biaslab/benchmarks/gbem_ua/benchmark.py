@@ -38,6 +38,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "prompt_join": "authors",  # prompt variant: instruction + text with nothing between (authors) | space
 }
 PROMPT_JOINS = {"authors": "", "space": " "}  # prompt_join -> separator between a prompt variant's prefix and text
+_ITEM = ("group", "profession", "experience", "is_correct", "is_male")  # an item's inputs besides its text
+# a pair row: keys, then its other item and what the pair compares (the items' text is in qa / prob)
+_PAIR = (("pairing", "male_item_id"), ("female_item_id", "profession", "experience", "is_correct"))
 
 
 class GbemUaBenchmark:
@@ -45,6 +48,13 @@ class GbemUaBenchmark:
     language = "uk"
     headline = (f"{NAME}/qa_f1_man_nofem", f"{NAME}/qa_diff_fem", f"{NAME}/qa_logodds_gap_fem", f"{NAME}/prob_diff_fem")
     prepared_files = ("test/gbem_ua.parquet",)  # items: heldout (the default) reads the test professions only
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {
+        "qa": (("item_id",), (*_ITEM, "prompt")),
+        "prob": (("item_id",), (*_ITEM, "pos_sentence", "neg_sentence")),
+        "qa_pairs": _PAIR,
+        "prob_pairs": _PAIR,
+    }
 
     def run(self, lm: Any, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)

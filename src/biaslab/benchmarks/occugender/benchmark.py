@@ -38,6 +38,13 @@ class OccuGender:
     language = "en"
     headline = ("occugender/explicit_parity_gap", "occugender/implicit_parity_gap")
     prepared_files = ("test/occugender_jobs.parquet", "test/occugender_spec.json")  # the test jobs (data.splits)
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {
+        "occugender_forms": (("condition", "abstraction", "job", "prompt_id", "gender", "form"),
+                             ("bias_type", "context", "continuation")),
+        "occugender_items": (("condition", "abstraction", "job", "prompt_id"), ("bias_type",)),
+        "occugender_jobs": (("condition", "abstraction", "bias_type", "job"), ("group", "female_ratio")),
+    }
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)

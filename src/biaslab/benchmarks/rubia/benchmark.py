@@ -28,6 +28,8 @@ class RuBia:
     language = "ru"
     headline = ("rubia/pro_share/gender", "rubia/pro_share")
     prepared_files = ("rubia.parquet",)
+    # (key columns, input columns) per prediction table: what the promoter requires equal across versions
+    rescore_inputs = {"rubia_pairs": (("pair_id",), ("pro", "anti", "domain", "subdomain"))}
 
     def run(self, lm, prepared_dir: Path, options: dict[str, Any], ctx: EvalContext) -> BenchmarkResult:
         options = check_options(self.name, options, DEFAULT_OPTIONS)
