@@ -43,9 +43,9 @@ versions were scored on the same test items: a key in one table only is refused)
 a forged easier text with honest scores of it is refused. A table whose benchmark declares no inputs (a custom
 module without ``rescore_inputs``) has its scores checked, not its text, and the row names it as not compared. A
 table whose rows lack what was scored (a dropped text column, a missing score column) is refused, not skipped; only
-a table of a benchmark without ``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark has one ``language`` (none
-scores rows of several languages behind a prefix; agreement and lm_quality have none and get no prefix), so the
-prefix is chosen per benchmark as the evaluation chose it.
+a table of a benchmark without ``rescore`` (none of biaslab's) is not sampled, and the row names it. Each benchmark
+has one ``language`` (none scores rows of several languages behind a prefix; agreement and lm_quality have none and
+get no prefix), so the prefix is chosen per benchmark as the evaluation chose it.
 """
 
 from __future__ import annotations
