@@ -591,3 +591,55 @@ def test_a_version_whose_path_climbs_out_of_its_run_is_refused(project):
     write_register_json({**result, "soft": result["soft"]}, params.registry.model_name, root / "runs" / "register.json")
     with pytest.raises(RegistryError, match=r"name a path with '\.\.'"):
         promote(params, "soft", root, version=str(climbing.version))
+
+
+def test_promoting_an_overlay_hands_the_rescoring_load_the_verified_base(project, monkeypatch):
+    """Issue 41 (bytes): promote downloads the base once (its own temporary folder), hashes its weights once
+    (``verify_package``) and hands that very folder, with the approved pin, to the re-scoring check, whose load of
+    the overlay uses it instead of resolving the pin again (``tests/unit/test_serving_base_handoff.py`` counts that
+    load: 0 downloads, 0 hashes of the base)."""
+    from biaslab.registry import promote, register_variants, rescore, write_register_json
+    from biaslab.serving import base as base_module
+    from biaslab.serving import manifest
+
+    root, params = project
+    params = _overlay_variant(root, params, "lora_ok")
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "lora_ok"])
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+    handed, hashed, resolved = [], [], []
+    real_row, real_hash, real_resolve = rescore.rescore_row, manifest.sha256_file, base_module.resolve_base
+
+    def row(params, evidence, packages, **kwargs):
+        handed.append((dict(packages), kwargs.get("base")))
+        return real_row(params, evidence, packages, **kwargs)
+
+    def hashing(path):
+        if Path(path).name == "model.safetensors":
+            hashed.append(Path(path))
+        return real_hash(path)
+
+    monkeypatch.setattr(rescore, "rescore_row", row)
+    monkeypatch.setattr(manifest, "sha256_file", hashing)
+    monkeypatch.setattr(base_module, "resolve_base", lambda *a, **k: resolved.append(a) or real_resolve(*a, **k))
+    decision = promote(params, "lora_ok", root)
+    assert decision.approved, decision.reasons
+    [(packages, base)] = handed
+    assert base is not None and base.package == packages["base"]  # the promoter's verified download, not the store
+    assert (base.registered_model, base.version, base.manifest_sha256) == (
+        params.registry.model_name, str(result["base"].version), result["base"].manifest_sha256)
+    assert len(hashed) == 1 and hashed[0].is_relative_to(packages["base"]), hashed  # its verify_package, once
+    assert resolved == []
+
+
+def test_promoting_a_full_variant_hands_no_base(project, monkeypatch):
+    """A full version's re-scoring load reads its own package: no base is handed (the loader would ignore it)."""
+    from biaslab.registry import promote, register_variants, rescore, write_register_json
+
+    root, params = project
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "soft"])
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+    handed, real_row = [], rescore.rescore_row
+    monkeypatch.setattr(rescore, "rescore_row", lambda p, e, packages, **kw: handed.append(kw.get("base"))
+                        or real_row(p, e, packages, **kw))
+    assert promote(params, "soft", root).approved
+    assert handed == [None]

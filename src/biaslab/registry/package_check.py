@@ -206,11 +206,13 @@ def check_package(params: Any, expected: Expected, reg: dict[str, str], package:
                                                        f"registering run logged {reg.get('content_hash')!r}"))
     if kind != "full":
         found = base_pin(package) or {}
-        if found.get("manifest_sha256") != pin["manifest_sha256"] or str(found.get("version")) != pin["version"]:
+        if (found.get("manifest_sha256") != pin["manifest_sha256"] or str(found.get("version")) != pin["version"]
+                or found.get("registered_model") != pin["registered_model"]):
             rows.append(_failed("package", "base_pin", f"the package pins base version {found.get('version')!r} "
-                                                       f"(manifest {found.get('manifest_sha256')!r}); the approved "
-                                                       f"base is version {pin['version']} (manifest "
-                                                       f"{pin['manifest_sha256']})"))
+                                                       f"of {found.get('registered_model')!r} (manifest "
+                                                       f"{found.get('manifest_sha256')!r}); the approved base is "
+                                                       f"version {pin['version']} of {pin['registered_model']!r} "
+                                                       f"(manifest {pin['manifest_sha256']})"))
     return PackageCheck(rows, expected, pin if kind != "full" else None)
 
 

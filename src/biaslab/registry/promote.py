@@ -252,7 +252,8 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
                               base_evaluated_fp=evidence.metrics(base_variant).model_fingerprint)
         results += check.rows
     results.append(_rescored(params, evidence, {variant: package, base_variant: base}, rescore,
-                             ready=check is not None and all(r.passed for r in check.rows)))
+                             ready=check is not None and all(r.passed for r in check.rows),
+                             base=_handed_base(check, base)))
     approved = all(r.passed for r in results)
     decision = PromotionDecision(variant, params.registry.model_name, str(mv.version), approved, results,
                                  datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -267,9 +268,25 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
     return decision
 
 
-def _rescored(params: Params, evidence: Any, packages: dict[str, Path], rescore: bool, *, ready: bool) -> RuleResult:
+def _handed_base(check: Any, base: Path) -> Any:
+    """The base package this promoter downloaded into its own temporary folder and verified against the base
+    version's logged manifest (:func:`_downloaded`), as the :class:`biaslab.serving.base.VerifiedBase` of the
+    approved pin, for the re-scoring check's load of an overlay or prompt version: its pin must be exactly this
+    version (``check_package`` refuses any other, and the loader refuses it again), so the loader need not
+    download and hash the base a second time. ``None`` (the loader resolves the pin itself) for a full version."""
+    from biaslab.serving.base import VerifiedBase
+
+    if check is None or check.pin is None:
+        return None
+    pin = check.pin
+    return VerifiedBase(pin["registered_model"], str(pin["version"]), pin["manifest_sha256"], Path(base))
+
+
+def _rescored(params: Params, evidence: Any, packages: dict[str, Path], rescore: bool, *, ready: bool,
+              base: Any = None) -> RuleResult:
     """The ``evidence rescored_sample`` row: a sample of the evidence's rows scored again from the verified files
-    (:func:`biaslab.registry.rescore.rescore_row`), only once the files are proven to be the evaluated ones."""
+    (:func:`biaslab.registry.rescore.rescore_row`), only once the files are proven to be the evaluated ones;
+    ``base``: the verified base package an overlay or prompt version is loaded on (:func:`_handed_base`)."""
     from biaslab.registry.rescore import ASKS, rescore_row
 
     if not rescore:
@@ -278,7 +295,7 @@ def _rescored(params: Params, evidence: Any, packages: dict[str, Path], rescore:
     if not ready:  # refused by those checks already; loading files that failed them would prove nothing
         return RuleResult("evidence", "rescored_sample (not run)", ASKS, True,
                           "not re-scored: the version's files failed the checks above, which refuse it")
-    return rescore_row(params, evidence, packages)
+    return rescore_row(params, evidence, packages, base=base)
 
 
 def record_decision(client: Any, decision: PromotionDecision) -> None:

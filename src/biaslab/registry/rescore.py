@@ -98,12 +98,14 @@ def _draw(tables: dict[tuple[str, str], Any], n: int, seed: int) -> dict[tuple[s
     return out
 
 
-def _load(package: Path) -> Any:
+def _load(package: Path, base: Any = None) -> Any:
     """The version's files loaded as ``serve`` loads them (verified again; an overlay or prompt version's base
-    downloaded and loaded too): once per version, every language's scorer is built from this one load."""
+    loaded too): once per version, every language's scorer is built from this one load. ``base``: the promoter's
+    verified base (:class:`biaslab.serving.base.VerifiedBase`), which an overlay or prompt version pinning exactly
+    it loads on instead of downloading and hashing its base again."""
     from biaslab.serving.loader import load_served_variant
 
-    return load_served_variant(package)
+    return load_served_variant(package) if base is None else load_served_variant(package, base=base)
 
 
 def _scorer(served: Any, language: str | None) -> Any:
@@ -233,10 +235,11 @@ def _same_inputs(tables: dict[tuple[str, str], Any], versions: list[str],
 
 
 def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int = SAMPLE,
-                tolerance: float = TOLERANCE) -> RuleResult:
+                tolerance: float = TOLERANCE, base: Any = None) -> RuleResult:
     """One gate row: the sample of ``evidence``'s tables of each variant in ``packages`` (variant -> its
     verified, downloaded version) re-scored from those files; fails naming variant, table, row, column and both
-    values on the first difference beyond ``tolerance``."""
+    values on the first difference beyond ``tolerance``. ``base``: the verified base package
+    (:class:`biaslab.serving.base.VerifiedBase`) an overlay or prompt version is loaded on (see :func:`_load`)."""
     import numpy as np
 
     tables: dict[tuple[str, str], Any] = {}
@@ -283,7 +286,7 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         if who not in served:
             served.clear()  # the previous version's model and its scorers go before the next one loads
             scorers.clear()
-            served[who] = _load(packages[who])
+            served[who] = _load(packages[who]) if base is None else _load(packages[who], base)
         if (who, language) not in scorers:
             scorers[(who, language)] = _scorer(served[who], language)
         picked = tables[(who, key)].iloc[rows]

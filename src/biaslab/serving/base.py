@@ -12,10 +12,15 @@ flavour names the base's registered version - ``registered_model``, ``version`` 
 The base's files are copied into a folder of the loading process (a local artifact store) or downloaded there,
 hashed and compared with the base's manifest, whose sha256 the pin records (``manifest_sha256``), and that copy
 is what loads: nothing is read twice from a store someone else may write.
+
+A caller that has already downloaded and verified the pinned base into a folder of its own (the promoter,
+:mod:`biaslab.registry.promote`) hands it over as a :class:`VerifiedBase`; it is used only when it is exactly
+the pinned version (model name, version and manifest hash), so the base is not downloaded and hashed again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -25,6 +30,38 @@ from biaslab.errors import BiaslabError
 
 class BaseResolutionError(BiaslabError):
     """The pinned base version cannot be found, or holds other content than the one pinned."""
+
+
+@dataclass(frozen=True)
+class VerifiedBase:
+    """A full base version's package that the caller has already checked: ``package`` is a folder of the
+    caller's own (a private download or copy, never a path in the store, which whoever writes the store could
+    change between the check and the load), whose files the caller hashed against the manifest whose sha256 is
+    ``manifest_sha256``, the one version ``version`` of ``registered_model`` was registered with.
+
+    Why: the promoter verifies the base before its re-scoring check loads an overlay or prompt version on it;
+    resolving the pin again would download and hash the same checkpoint a second time (docs/bytes.md)."""
+
+    registered_model: str
+    version: str
+    manifest_sha256: str
+    package: Path
+
+    def checkpoint_for(self, pin: dict[str, Any]) -> Path:
+        """This package's checkpoint folder, if ``pin`` (an overlay's or prompt's ``base``) names exactly this
+        version by model, version and manifest hash; else :class:`BaseResolutionError` - never another base
+        than the pinned one, and never a quiet fallback that would hide a caller's mix-up."""
+        wanted = (pin.get("registered_model"), str(pin.get("version")), pin.get("manifest_sha256"))
+        held = (self.registered_model, str(self.version), self.manifest_sha256)
+        if not self.manifest_sha256 or wanted != held:
+            raise BaseResolutionError(
+                f"base of this version: pinned {wanted[0]} version {wanted[1]} (manifest {wanted[2]}), the verified "
+                f"base handed to the loader is {held[0]} version {held[1]} (manifest {held[2]}); refusing to load "
+                "it on another base")
+        checkpoint = checkpoint_dir(self.package)
+        if not (checkpoint / "config.json").is_file():
+            raise BaseResolutionError(f"base {held[0]} version {held[1]}: no config.json in {checkpoint}")
+        return checkpoint
 
 
 def base_pin(base_reference: dict[str, Any], model_name: str, client: Any = None) -> dict[str, Any] | None:

@@ -52,10 +52,14 @@ def read_flavor(path: str | Path) -> dict[str, Any]:
     return conf
 
 
-def load_served_variant(path: str | Path, host: Any = None) -> ServedVariant:
+def load_served_variant(path: str | Path, host: Any = None, *, base: Any = None) -> ServedVariant:
     """Rebuild the variant a version's directory describes (see the module docstring).
 
-    ``host``: the serving host's :class:`~.settings.HostOptions` (default: from the environment)."""
+    ``host``: the serving host's :class:`~.settings.HostOptions` (default: from the environment).
+    ``base``: a :class:`~.base.VerifiedBase` the caller has already downloaded and verified into its own folder
+    (the promoter's re-scoring check): an overlay or prompt version loads on it instead of resolving its pin
+    again, only if the pin names exactly that version (else :class:`~.base.BaseResolutionError`); a full
+    version ignores it. ``serve`` and MLflow's entry point never pass it."""
     from biaslab.models.load import apply_overlay, load_model, make_scorer
     from biaslab.scoring.device import resolve_placement
     from biaslab.serving.base import checkpoint_dir, resolve_base
@@ -75,7 +79,12 @@ def load_served_variant(path: str | Path, host: Any = None) -> ServedVariant:
                            "together with it (`dvc repro register`)")
     device, dtype = resolve_placement("auto", settings.dtype)
     with tempfile.TemporaryDirectory(prefix="biaslab-base-") as private:  # the base: checked and loaded from one copy
-        checkpoint = checkpoint_dir(path) if kind == "full" else resolve_base(conf["base"], private_dir=Path(private))
+        if kind == "full":
+            checkpoint = checkpoint_dir(path)
+        elif base is not None:  # already verified in the caller's own copy: not downloaded and hashed again
+            checkpoint = base.checkpoint_for(conf["base"])
+        else:
+            checkpoint = resolve_base(conf["base"], private_dir=Path(private))
         loaded = load_model(checkpoint, kind=settings.model_kind, trust_remote_code=host.trust_remote_code,
                             allow_pickle=host.allow_pickle, dtype=dtype, device_map=settings.device_map,
                             device=device)
