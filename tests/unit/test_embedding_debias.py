@@ -419,3 +419,31 @@ def test_rows_built_on_another_vocabulary_are_refused(tiny_tokenizer, prepared, 
     with pytest.raises(ValueError, match=f"{ROWS_FILE}: cut from an embedding of {len(tiny_tokenizer)} rows"):
         apply_rows_from_dir(other, tmp_path / "rows")
 
+
+
+def test_the_same_edit_is_the_same_bytes_and_older_files_still_load(tmp_path):
+    """The rows file is a DVC output and the registry's content: the same rows must give the same bytes every
+    time (safetensors writes several metadata entries in a random order; with the fields as separate entries
+    20 writes gave 6 different files). A file written that older way still loads."""
+    from safetensors.torch import save
+
+    from biaslab.models.embedding_rows import ROWS_FILE, apply_rows_from_dir, save_rows
+
+    rows = torch.randn(3, 32, generator=torch.Generator().manual_seed(0))
+    (tmp_path / "rows").mkdir()
+    written = set()
+    for _ in range(20):
+        save_rows(tmp_path / "rows", row_ids=[1, 4, 7], rows=rows, embedding_tensor="model.embed_tokens.weight",
+                  vocab_rows=64, untie_output_head=False)
+        written.add((tmp_path / "rows" / ROWS_FILE).read_bytes())
+    assert len(written) == 1
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / ROWS_FILE).write_bytes(save({"row_ids": torch.tensor([1, 4, 7]), "rows": rows},
+                                       metadata={"embedding_tensor": "model.embed_tokens.weight", "vocab_rows": "64",
+                                                 "untie_output_head": "false"}))
+    for directory in (tmp_path / "rows", old):
+        model = build_llama(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                            num_attention_heads=4, seed=0)
+        assert apply_rows_from_dir(model, directory) is False
+        assert torch.equal(model.get_input_embeddings().weight[[1, 4, 7]], rows)

@@ -5,7 +5,8 @@ stores a whole copy of the base (16 GB for an 8B bf16 model, again in DVC's cach
 overlay* stores those rows alone, next to ``variant.json`` naming the base:
 
 File ``embedding_rows.safetensors``: ``row_ids`` int64 [r] (sorted, distinct), ``rows`` [r, d] in the base's
-stored dtype (the edited rows, byte for byte what the checkpoint edit writes into its copy); metadata
+stored dtype (the edited rows, byte for byte what the checkpoint edit writes into its copy); one metadata
+entry ``embedding_rows``, a JSON object (sorted keys, so the same edit is the same bytes) of
 ``embedding_tensor`` (the checkpoint's key, for the reader), ``vocab_rows`` (the base embedding's row count)
 and ``untie_output_head`` (``"true"`` when the base ties its output head to the input embedding).
 
@@ -18,12 +19,14 @@ at load, as the checkpoint edit's copy did.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROWS_FILE = "embedding_rows.safetensors"
+METADATA_KEY = "embedding_rows"  # the file's one metadata entry: its fields as JSON with sorted keys
 
 
 def save_rows(model_dir: str | os.PathLike[str], *, row_ids: Sequence[int], rows: Any, embedding_tensor: str,
@@ -36,12 +39,22 @@ def save_rows(model_dir: str | os.PathLike[str], *, row_ids: Sequence[int], rows
     if len(ids) != rows.shape[0] or bool((ids[1:] <= ids[:-1]).any()):
         raise ValueError(f"embedding rows: {len(ids)} ids (sorted, distinct) for {rows.shape[0]} rows")
     path = Path(model_dir) / ROWS_FILE
-    # serialised in memory (megabytes) and written by Python, so the file gets the umask's mode like the
-    # variant's other files (safetensors' own save_file creates it 0600)
+    fields = {"embedding_tensor": embedding_tensor, "vocab_rows": str(int(vocab_rows)),
+              "untie_output_head": "true" if untie_output_head else "false"}
+    # one metadata entry: safetensors writes a metadata map's entries in a per-process random order, so with
+    # several the same edit gave other bytes on every run (another DVC md5 and content hash, evaluate re-run).
+    # Serialised in memory (megabytes) and written by Python, so the file gets the umask's mode like the
+    # variant's other files (safetensors' own save_file creates it 0600).
     path.write_bytes(save({"row_ids": ids, "rows": rows.detach().cpu().contiguous()},
-                          metadata={"embedding_tensor": embedding_tensor, "vocab_rows": str(int(vocab_rows)),
-                                    "untie_output_head": "true" if untie_output_head else "false"}))
+                          metadata={METADATA_KEY: json.dumps(fields, sort_keys=True)}))
     return path
+
+
+def read_metadata(meta: dict[str, str] | None) -> dict[str, str]:
+    """The fields :func:`save_rows` stores: from the one ``embedding_rows`` entry (JSON), or - a file written
+    before 2026-11-29 - the same fields as separate metadata entries."""
+    meta = meta or {}
+    return json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else meta
 
 
 def _untie_head(model: Any) -> bool:
@@ -88,7 +101,7 @@ def apply_rows_from_dir(model: Any, model_dir: str | os.PathLike[str]) -> bool:
 
     path = Path(model_dir) / ROWS_FILE
     with safe_open(str(path), framework="pt") as fh:
-        meta = fh.metadata() or {}
+        meta = read_metadata(fh.metadata())
         row_ids, rows = fh.get_tensor("row_ids"), fh.get_tensor("rows")
     vocab_rows = int(meta.get("vocab_rows", -1))
     found = model.get_input_embeddings().weight.shape[0]
