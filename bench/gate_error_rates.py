@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
           f"evaluations refused ({aa['refused_pairs']} of {aa['pairs']} pairs); leave one out (each pair against "
           f"the margin the other pairs size, level {aa['level']:g}): {aa['loo_refused']} of {aa['loo_evaluations']} "
           f"({aa['loo_refused_pairs']} of {aa['pairs']} pairs); the old rule (largest |A/A point difference|), leave "
-          f"one out: {aa['loo_largest_refused']} of {aa['loo_evaluations']} ({aa['loo_largest_refused_pairs']} of "
+          f"one out: {aa['loo_largest_refused']} of {aa['loo_largest_evaluations']} ({aa['loo_largest_refused_pairs']} of "
           f"{aa['pairs']} pairs)")
     if args.root is not None:
         sys.path.insert(0, str(ROOT))  # pipelines.calibrate, pipelines.evaluate

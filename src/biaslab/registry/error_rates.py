@@ -55,6 +55,7 @@ def aa_false_refusals(draws: Sequence[Mapping[str, Any]], margins: Mapping[str, 
             "loo_evaluations": sum(r["loo_refused"] is not None for r in rows),
             "loo_refused": sum(bool(r["loo_refused"]) for r in rows),
             "loo_refused_pairs": len({r["pair"] for r in rows if r["loo_refused"]}),
+            "loo_largest_evaluations": sum(r["loo_largest_refused"] is not None for r in rows),
             "loo_largest_refused": sum(bool(r["loo_largest_refused"]) for r in rows),
             "loo_largest_refused_pairs": len({r["pair"] for r in rows if r["loo_largest_refused"]})}
 
@@ -148,7 +149,7 @@ def render_markdown(aa: Mapping[str, Any] | None, spikes: Mapping[str, Any] | No
                      f"{aa['evaluations']} ({aa['refused_pairs']} of {aa['pairs']} pairs"
                      + (f"; {', '.join(refused_in)}" if refused_in else "") + ") |")
         lines.append(f"| false refusal, old rule (largest \\|A/A Δ\\|) | the same pairs, leave one out | "
-                     f"{aa['loo_largest_refused']} of {aa['loo_evaluations']} ({aa['loo_largest_refused_pairs']} of "
+                     f"{aa['loo_largest_refused']} of {aa['loo_largest_evaluations']} ({aa['loo_largest_refused_pairs']} of "
                      f"{aa['pairs']} pairs) |")
     if spikes:
         lines.append(f"| false approval (spill-over) | spike-ins into the base's stored predictions, point harm beyond "
