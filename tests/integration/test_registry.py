@@ -197,11 +197,13 @@ def test_incomplete_upload_is_not_registered(project, monkeypatch):
 
 
 @pytest.mark.parametrize("flavor", ["artifacts", "transformers"])
-def test_registering_reads_each_weight_file_three_times(project, monkeypatch, flavor):
-    """Issue 41 (bytes): register hashes a weight file once in the source and once in the package's copy (the
-    copy check; both manifests reuse that hash), and once in the upload, read where a local store keeps it
-    (verify_logged: no downloaded copy)."""
+def test_registering_reads_each_weight_file_twice_and_stages_no_copy_of_it(project, monkeypatch, flavor):
+    """Issue 41 (bytes): register hashes a weight file once in the source (the copy check; both manifests reuse
+    that hash) and once in the upload, read where a local store keeps it (verify_logged: no downloaded copy).
+    The temporary package holds the weight file as a link to the source, not a copy: the one copy written is
+    MLflow's stored artifact, a real file with the source's bytes."""
     from biaslab import registry
+    from biaslab.registry import register as register_module
     from biaslab.serving import manifest
 
     root, params = project
@@ -212,13 +214,60 @@ def test_registering_reads_each_weight_file_three_times(project, monkeypatch, fl
             reads.append(Path(path))
         return real(path)
 
+    staged = {}
+    real_package = register_module.package_variant
+
+    def package_and_look(src, dst, **kwargs):
+        copied = real_package(src, dst, **kwargs)
+        staged.update({p.relative_to(dst).as_posix(): (p.is_symlink(), p.resolve()) for p in dst.rglob("*.safetensors")})
+        return copied
+
     monkeypatch.setattr(manifest, "sha256_file", counting)
-    registry.register_variants(params, root, log=tracking, flavor=flavor, variants=["soft"])
+    monkeypatch.setattr(register_module, "package_variant", package_and_look)
+    result = registry.register_variants(params, root, log=tracking, flavor=flavor, variants=["soft"])
     source = root / "models" / "soft" / "model.safetensors"
+    inside = "model/model.safetensors" if flavor == "transformers" else "model.safetensors"
+    assert staged == {inside: (True, source.resolve())}  # a link in the staging folder, not a copy
     assert reads.count(source) == 1
-    assert len(reads) == 3, reads  # the source, the package's copy, the upload read back
+    assert len(reads) == 2, reads  # the source, the upload read back
     uploaded = [p for p in reads if "artifacts" in p.parts]  # the local store's own file, not a download's copy
-    assert len(uploaded) == 1 and uploaded[0].is_file(), reads
+    assert len(uploaded) == 1 and uploaded[0].is_file() and not uploaded[0].is_symlink(), reads
+    assert uploaded[0].read_bytes() == source.read_bytes()
+    if flavor == "transformers":  # MLflow's record of where the checkpoint came from: the variant's folder
+        from mlflow.models import Model
+
+        logged = Model.load(str(uploaded[0].parents[1] / "MLmodel")).flavors["transformers"]
+        assert logged["source_model_name"] == str(root / "models" / "soft")
+    assert result["soft"].version
+
+
+def test_a_source_weight_file_changed_after_staging_is_refused(project, monkeypatch):
+    """The staged weight file is a link to the source (no staging copy): a source rewritten between the copy
+    check and the upload uploads the new bytes, which verify_logged refuses against the hash taken at the
+    check; no version is created."""
+    from mlflow import MlflowClient
+
+    from biaslab import registry
+    from biaslab.registry import register as register_module
+    from biaslab.registry.errors import RegistryError
+
+    root, params = project
+    real_package = register_module.package_variant
+    source = root / "models" / "soft" / "model.safetensors"
+    original = source.read_bytes()  # the module's store is shared: put the bytes back afterwards
+
+    def package_then_rewrite_the_source(src, dst, **kwargs):
+        copied = real_package(src, dst, **kwargs)
+        source.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        return copied
+
+    monkeypatch.setattr(register_module, "package_variant", package_then_rewrite_the_source)
+    try:
+        with pytest.raises(RegistryError, match="differ from what was uploaded"):
+            registry.register_variants(params, root, log=tracking, flavor="artifacts", variants=["soft"])
+    finally:
+        source.write_bytes(original)
+    assert MlflowClient().search_model_versions(f"name = '{params.registry.model_name}'") == []
 
 
 def test_an_upload_that_differs_from_the_package_is_refused_in_a_local_store(project, monkeypatch):

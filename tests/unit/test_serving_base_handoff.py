@@ -115,3 +115,30 @@ def test_a_full_version_ignores_a_handed_base(registered, tmp_path):  # noqa: F8
     package = _downloaded(client, versions["soft"], tmp_path / "soft")
     served = load_served_variant(package, base=handed)
     assert served.kind == "full" and served.variant == "soft"
+
+
+def test_the_handed_base_itself_is_not_hashed_again_and_another_full_version_is(registered, tmp_path,
+                                                                                  monkeypatch):  # noqa: F811
+    """The base's own load in the re-scoring check is the handed package: the promoter hashed it against the
+    pinned manifest already, so the loader reads its weights once to load and hashes them 0 times (was 1). A
+    full version in another folder, handed the base all the same, is verified as always."""
+    from mlflow import MlflowClient
+
+    from biaslab.serving.loader import load_served_variant
+
+    _, _, versions, _ = registered
+    client = MlflowClient()
+    handed = _handed(client, versions, tmp_path)
+    counts = _counting(monkeypatch)
+    served = load_served_variant(handed.package, base=handed)
+    assert served.kind == "full" and counts == {"base weight hashed": 0, "base resolved": 0}
+    again = _downloaded(client, versions["base"], tmp_path / "base-again")  # the same version, another folder
+    load_served_variant(again, base=handed)
+    assert counts == {"base weight hashed": 1, "base resolved": 0}
+    corrupted = _downloaded(client, versions["soft"], tmp_path / "soft")
+    weights = next(corrupted.rglob("model.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    from biaslab.serving.manifest import PackageIntegrityError
+
+    with pytest.raises(PackageIntegrityError, match="changed"):
+        load_served_variant(corrupted, base=handed)

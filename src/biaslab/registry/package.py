@@ -1,10 +1,19 @@
 """The directory uploaded for a variant, and the check that the artifact store holds exactly it
-(file list, sizes, SHA-256) before a version is created."""
+(file list, sizes, SHA-256) before a version is created.
+
+The package is staged in a temporary folder, but its weight files are not copied there: each is a symbolic
+link to the source file (:func:`_stage_file`), which the upload reads through - MLflow's artifact
+repositories copy or send a linked file's bytes - so registering a checkpoint writes one copy of it (the
+stored artifact), not two, and hashes it twice: the source once (the copy check, whose hash both manifests
+reuse) and the stored upload once (:func:`verify_logged`). A source changed between the two is caught there.
+Every other file (configuration, tokenizer, an overlay's own files) is copied: small, and written to by the
+packaging steps that follow (a write through a link would change the source)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -53,22 +62,44 @@ def pip_requirements(extra: tuple[str, ...] = ()) -> list[str]:
     return reqs
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+"""Files staged as links, not copies (:func:`_stage_file`): a checkpoint's weights, gigabytes each."""
+
+
+def _stage_file(file: Path, target: Path) -> None:
+    """``file`` at ``target`` in the package being staged: a weight file (:data:`WEIGHT_SUFFIXES`) as a symbolic
+    link to the resolved source, so the staging folder holds no copy of it (the upload reads through the link);
+    anything else, or where the file system makes no links, a copy."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if file.suffix in WEIGHT_SUFFIXES:
+        try:
+            os.symlink(file.resolve(), target)
+            return
+        except OSError:  # no symbolic links here (some Windows accounts, some mounts): a copy, as before
+            pass
+    shutil.copy2(file, target)
+
+
 def _copy_model_files(src: Path, dst: Path) -> None:
     for file in variant_dir.model_files(src):
-        target = dst / file.relative_to(src)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(file, target)
+        _stage_file(file, dst / file.relative_to(src))
 
 
 def _check_copy(src: Path, dst: Path, prefix: str = "") -> dict[str, str]:
-    """Every model file of ``src`` is in ``dst`` (under ``prefix``) with identical bytes; the copies' sha256
-    (``{path in dst: sha256}``), so the package's manifests need not read them again."""
+    """Every model file of ``src`` is in ``dst`` (under ``prefix``) with identical bytes; the staged files' sha256
+    (``{path in dst: sha256}``), so the package's manifests need not read them again. A staged link to the
+    source file itself is its bytes: the source is read once for it (the upload is read back by
+    :func:`verify_logged`)."""
     hashes = {}
     for file in variant_dir.model_files(src):
         rel = file.relative_to(src).as_posix()
-        copy = dst / prefix / rel
-        digest = _sha256(copy) if copy.is_file() else None
-        if digest is None or digest != _sha256(file):
+        staged = dst / prefix / rel
+        source = _sha256(file)
+        if staged.is_symlink() and staged.resolve() == file.resolve():
+            digest = source
+        else:
+            digest = _sha256(staged) if staged.is_file() and not staged.is_symlink() else None
+        if digest is None or digest != source:
             raise RegistryError(f"package of {src} is incomplete: {prefix}{rel} missing or different")
         hashes[f"{prefix}{rel}"] = digest
     return hashes
@@ -183,17 +214,54 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> dict[str, str]:
         ) from exc
     shutil.rmtree(dst)  # save_model wants to create the directory itself
     card = local_model_card(model_dir)
-    with _pipeline_classes_for_mlflow():
-        mlflow.transformers.save_model(
-            str(model_dir),
-            path=str(dst),
-            task="fill-mask" if kind == "masked" else "text-generation",
-            torch_dtype=dtype,
-            pip_requirements=pip_requirements(),
-            model_card=card,
-        )
+    with tempfile.TemporaryDirectory(prefix="biaslab-checkpoint-") as tmp:
+        view, weights = _checkpoint_without_weights(model_dir, Path(tmp))
+        with _pipeline_classes_for_mlflow():
+            mlflow.transformers.save_model(
+                str(view),
+                path=str(dst),
+                task="fill-mask" if kind == "masked" else "text-generation",
+                torch_dtype=dtype,
+                pip_requirements=pip_requirements(),
+                model_card=card,
+            )
+    for file in weights:
+        _stage_file(file, dst / "model" / file.relative_to(model_dir))
+    _name_source(dst, model_dir)
     (dst / LICENSE_FILE).write_text(licence_note(card), encoding="utf-8")
     return _check_copy(model_dir, dst, prefix="model/")
+
+
+def _checkpoint_without_weights(model_dir: Path, tmp: Path) -> tuple[Path, list[Path]]:
+    """A folder ``tmp/<name of model_dir>`` of links to every file of ``model_dir`` but its weights, and the
+    weight files left out: what ``mlflow.transformers.save_model`` copies (it copies a local checkpoint folder
+    whole, links read through) without the gigabytes, which :func:`_stage_file` then links into the package."""
+    view = tmp / model_dir.name
+    weights = []
+    for file in sorted(model_dir.rglob("*")):
+        if not file.is_file():
+            continue
+        if file.suffix in WEIGHT_SUFFIXES:
+            weights.append(file)
+            continue
+        target = view / file.relative_to(model_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.symlink(file.resolve(), target)
+        except OSError:
+            shutil.copy2(file, target)
+    view.mkdir(parents=True, exist_ok=True)
+    return view, weights
+
+
+def _name_source(dst: Path, model_dir: Path) -> None:
+    """The transformers flavour's ``source_model_name`` in ``dst``'s ``MLmodel``: the checkpoint folder, as
+    ``save_model`` records it when handed that folder (here it was handed the view without the weights)."""
+    from mlflow.models import Model
+
+    model = Model.load(str(dst / "MLmodel"))
+    model.flavors["transformers"]["source_model_name"] = str(model_dir)
+    model.save(str(dst / "MLmodel"))
 
 
 def local_artifact_dir(client: Any, run_id: str, artifact_path: str) -> Path | None:

@@ -47,6 +47,12 @@ class VerifiedBase:
     manifest_sha256: str
     package: Path
 
+    def is_package(self, path: str | Path) -> bool:
+        """Whether ``path`` is this verified package itself (the base's own load in the promoter's re-scoring
+        check): its files were hashed against the pinned manifest already, so the loader need not hash them
+        again."""
+        return Path(path).resolve() == Path(self.package).resolve()
+
     def checkpoint_for(self, pin: dict[str, Any]) -> Path:
         """This package's checkpoint folder, if ``pin`` (an overlay's or prompt's ``base``) names exactly this
         version by model, version and manifest hash; else :class:`BaseResolutionError` - never another base

@@ -58,8 +58,9 @@ def load_served_variant(path: str | Path, host: Any = None, *, base: Any = None)
     ``host``: the serving host's :class:`~.settings.HostOptions` (default: from the environment).
     ``base``: a :class:`~.base.VerifiedBase` the caller has already downloaded and verified into its own folder
     (the promoter's re-scoring check): an overlay or prompt version loads on it instead of resolving its pin
-    again, only if the pin names exactly that version (else :class:`~.base.BaseResolutionError`); a full
-    version ignores it. ``serve`` and MLflow's entry point never pass it."""
+    again, only if the pin names exactly that version (else :class:`~.base.BaseResolutionError`); ``path`` being
+    that very package (the base's own load) is not hashed again; any other full version ignores it. ``serve``
+    and MLflow's entry point never pass it."""
     from biaslab.models.load import apply_overlay, load_model, make_scorer
     from biaslab.scoring.device import resolve_placement
     from biaslab.serving.base import checkpoint_dir, resolve_base
@@ -67,7 +68,8 @@ def load_served_variant(path: str | Path, host: Any = None, *, base: Any = None)
     from biaslab.serving.settings import HostOptions, ServingSettings
 
     path = Path(path)
-    verify_package(path)
+    if base is None or not base.is_package(path):
+        verify_package(path)
     host = host or HostOptions.from_env()
     conf = read_flavor(path)
     settings = ServingSettings.from_dict(conf.get("settings") or {})
