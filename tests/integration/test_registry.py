@@ -680,6 +680,48 @@ def test_promoting_an_overlay_hands_the_rescoring_load_the_verified_base(project
     assert resolved == []
 
 
+def test_the_champion_copy_stages_links_and_reads_its_weights_only_in_the_upload(project, monkeypatch):
+    """Issue 41 (bytes): approving a full variant stages the champion's weight file as a link to the promoter's
+    verified download (no copy in the temporary folder), its manifests reuse the digests of that verified
+    download (no hash of the staged file), and the upload is read back once, where the local store keeps it; the
+    champion then verifies as always."""
+    from biaslab.registry import champion, promote, register_variants, write_register_json
+    from biaslab.serving import manifest
+
+    root, params = project
+    result = register_variants(params, root, log=tracking, flavor="artifacts", variants=["base", "soft"])
+    write_register_json(result, params.registry.model_name, root / "runs" / "register.json")
+    hashed, staged, real_hash, real_copy = [], {}, manifest.sha256_file, champion.copy_to_champion
+
+    def hashing(path):
+        if Path(path).name == "model.safetensors":
+            hashed.append(Path(path))
+        return real_hash(path)
+
+    def copying(client, params, decision, package, registration, known=None):
+        staged["package"] = package
+        staged["weights"] = [(p.is_symlink(), p.resolve()) for p in package.rglob("model.safetensors")]
+        staged["known"] = dict(known or {})
+        return real_copy(client, params, decision, package, registration, known)
+
+    monkeypatch.setattr(manifest, "sha256_file", hashing)
+    monkeypatch.setattr(champion, "copy_to_champion", copying)
+    decision = promote(params, "soft", root)
+    assert decision.approved and decision.champion_version, decision.reasons
+    [(linked, target)] = staged["weights"]
+    assert linked and "champion" not in target.parts  # a link into the verified download
+    assert "model.safetensors" in staged["known"]
+    assert not [p for p in hashed if p.is_relative_to(staged["package"])], hashed  # the staged file: not hashed
+    uploads = [p for p in hashed if "artifacts" in p.parts and "champion" in p.parts]
+    assert len(uploads) == 1 and not uploads[0].is_symlink(), hashed  # verify_logged's read back, in place
+    from mlflow import MlflowClient
+
+    from biaslab.registry.promotions import verify_champion
+
+    monkeypatch.setattr(manifest, "sha256_file", real_hash)
+    assert verify_champion(MlflowClient(), params, files_to=root / "champion-check").ok  # every hash recomputed
+
+
 def test_promoting_a_full_variant_hands_no_base(project, monkeypatch):
     """A full version's re-scoring load reads its own package: no base is handed (the loader would ignore it)."""
     from biaslab.registry import promote, register_variants, rescore, write_register_json

@@ -43,22 +43,26 @@ def ensure_champion_model(client: Any, name: str) -> None:
                 raise
 
 
-def copy_to_champion(client: Any, params: Params, decision: Any, package: Path, registration: dict[str, str]) -> str:
+def copy_to_champion(client: Any, params: Params, decision: Any, package: Path, registration: dict[str, str],
+                     known: dict[str, str] | None = None) -> str:
     """Upload the verified ``package`` into the record run, register it in the champion model, move the alias;
-    returns the champion model's version."""
-    from biaslab.serving.manifest import write_manifest
+    returns the champion model's version. ``known``: sha256 of files of ``package`` the promoter has verified
+    already (:func:`biaslab.registry.package_check.build_champion`), not read again for the manifests; the
+    upload is read back in full whatever they say (``verify_logged``)."""
+    from biaslab.serving.manifest import MANIFEST_FILE, read_manifest, write_manifest
     from biaslab.tracking import access
 
     model = params.registry.champion_model
     run_id = decision.record_run_id
     manifest_sha256 = write_manifest(
-        package, role="champion", variant=decision.variant, record_run_id=run_id, gate_inputs=decision.gate_inputs,
+        package, known, role="champion", variant=decision.variant, record_run_id=run_id, gate_inputs=decision.gate_inputs,
         source={"registered_model": decision.model_name, "version": decision.version,
                 "content_hash": registration["content_hash"], "manifest_sha256": registration["manifest_sha256"]})
     with access.naming(experiment=params.registry.promotions_experiment), access.refusals():
         client.log_artifacts(run_id, str(package), ARTIFACT_PATH)
         client.log_param(run_id, "manifest_sha256", manifest_sha256)
-        verify_logged(client, run_id, ARTIFACT_PATH, file_manifest(package))
+        verify_logged(client, run_id, ARTIFACT_PATH,
+                      file_manifest(package, {**read_manifest(package)["files"], MANIFEST_FILE: manifest_sha256}))
     source = client.get_run(run_id).info.artifact_uri.rstrip("/") + "/" + ARTIFACT_PATH
     tags = {"variant": decision.variant, "content_hash": registration["content_hash"],
             "source_model": decision.model_name, "source_version": decision.version,

@@ -2,7 +2,7 @@
 (file list, sizes, SHA-256) before a version is created.
 
 The package is staged in a temporary folder, but its weight files are not copied there: each is a symbolic
-link to the source file (:func:`_stage_file`), which the upload reads through - MLflow's artifact
+link to the source file (:func:`stage_file`), which the upload reads through - MLflow's artifact
 repositories copy or send a linked file's bytes - so registering a checkpoint writes one copy of it (the
 stored artifact), not two, and hashes it twice: the source once (the copy check, whose hash both manifests
 reuse) and the stored upload once (:func:`verify_logged`). A source changed between the two is caught there.
@@ -63,10 +63,10 @@ def pip_requirements(extra: tuple[str, ...] = ()) -> list[str]:
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
-"""Files staged as links, not copies (:func:`_stage_file`): a checkpoint's weights, gigabytes each."""
+"""Files staged as links, not copies (:func:`stage_file`): a checkpoint's weights, gigabytes each."""
 
 
-def _stage_file(file: Path, target: Path) -> None:
+def stage_file(file: Path, target: Path) -> None:
     """``file`` at ``target`` in the package being staged: a weight file (:data:`WEIGHT_SUFFIXES`) as a symbolic
     link to the resolved source, so the staging folder holds no copy of it (the upload reads through the link);
     anything else, or where the file system makes no links, a copy."""
@@ -82,7 +82,7 @@ def _stage_file(file: Path, target: Path) -> None:
 
 def _copy_model_files(src: Path, dst: Path) -> None:
     for file in variant_dir.model_files(src):
-        _stage_file(file, dst / file.relative_to(src))
+        stage_file(file, dst / file.relative_to(src))
 
 
 def _check_copy(src: Path, dst: Path, prefix: str = "") -> dict[str, str]:
@@ -226,7 +226,7 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> dict[str, str]:
                 model_card=card,
             )
     for file in weights:
-        _stage_file(file, dst / "model" / file.relative_to(model_dir))
+        stage_file(file, dst / "model" / file.relative_to(model_dir))
     _name_source(dst, model_dir)
     (dst / LICENSE_FILE).write_text(licence_note(card), encoding="utf-8")
     return _check_copy(model_dir, dst, prefix="model/")
@@ -235,7 +235,7 @@ def _save_transformers_flavor(model_dir: Path, dst: Path) -> dict[str, str]:
 def _checkpoint_without_weights(model_dir: Path, tmp: Path) -> tuple[Path, list[Path]]:
     """A folder ``tmp/<name of model_dir>`` of links to every file of ``model_dir`` but its weights, and the
     weight files left out: what ``mlflow.transformers.save_model`` copies (it copies a local checkpoint folder
-    whole, links read through) without the gigabytes, which :func:`_stage_file` then links into the package."""
+    whole, links read through) without the gigabytes, which :func:`stage_file` then links into the package."""
     view = tmp / model_dir.name
     weights = []
     for file in sorted(model_dir.rglob("*")):

@@ -230,15 +230,32 @@ def _allowed(path: Path, params: Any) -> bool:
                          trust_remote_code=params.model.trust_remote_code)
 
 
-def build_champion(params: Any, check: PackageCheck, package: Path, dst: Path, *, base: Path | None) -> Path:
+def build_champion(params: Any, check: PackageCheck, package: Path, dst: Path, *,
+                   base: Path | None) -> tuple[Path, dict[str, str]]:
     """The champion's files in ``dst``: the allowed files of the verified ``package`` and the promoter's own
-    ``MLmodel`` (biaslab's loader, the promoter's settings, the approved base pin). Returns ``dst``."""
+    ``MLmodel`` (biaslab's loader, the promoter's settings, the approved base pin).
+
+    Returns ``dst`` and the sha256 of the files taken from ``package`` (``{path in dst: sha256}``), read from
+    its manifest, which the promoter has just verified file by file (``promote``'s download, a folder of its
+    own): the champion's manifests reuse them instead of hashing the checkpoint again. Weight files are staged
+    as links to that download (:func:`biaslab.registry.package.stage_file`), not copied: the upload reads
+    through them and ``verify_logged`` reads the upload back."""
+    from biaslab.registry.package import stage_file
     from biaslab.serving.base import checkpoint_dir
+    from biaslab.serving.manifest import read_manifest
     from biaslab.serving.package import flavor_config, make_servable, model_kind_of
 
     exp, package = check.expected, Path(package).resolve()
     dst.mkdir(parents=True)
     skip = packaging_files()
+    listed = read_manifest(package)["files"]
+    known: dict[str, str] = {}
+
+    def take(file: Path, target: Path) -> None:
+        stage_file(file, target)
+        if (digest := listed.get(file.relative_to(package).as_posix())) is not None:
+            known[target.relative_to(dst).as_posix()] = digest
+
     checkpoint = None
     if exp.kind == "full":
         source = checkpoint_dir(package)
@@ -247,11 +264,11 @@ def build_champion(params: Any, check: PackageCheck, package: Path, dst: Path, *
                  and not (source == package and p.name in skip)]
         (dst / checkpoint).mkdir(exist_ok=True)
         for file in files:
-            shutil.copyfile(file, dst / checkpoint / file.name)
+            take(file, dst / checkpoint / file.name)
     elif exp.kind == "overlay":
         for file in sorted(package.iterdir()):
             if file.is_file() and file.name not in skip and _allowed(file, params):
-                shutil.copyfile(file, dst / file.name)
+                take(file, dst / file.name)
     else:
         (dst / PROMPT_FILE).write_text(json.dumps({"variant": exp.variant, "prompt_prefix": exp.prompt_prefix,
                                                    "base": check.pin}, ensure_ascii=False, indent=2,
@@ -263,4 +280,4 @@ def build_champion(params: Any, check: PackageCheck, package: Path, dst: Path, *
                            prompt_prefix=exp.prompt_prefix, base=check.pin, settings=exp.settings)
     weights = dst / checkpoint if checkpoint else checkpoint_dir(base)
     make_servable(dst, config, model_kind=model_kind_of(weights, exp.settings))
-    return dst
+    return dst, known

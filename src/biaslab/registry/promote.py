@@ -263,8 +263,8 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
     # into it and the champion model's version and alias; the candidate's cosmetic tags after
     decision.record_run_id = promotions.write_record(client, params, decision, mv)
     if approved and check is not None:
-        copy = build_champion(params, check, package, tmp / "champion", base=base)
-        decision.champion_version = champion.copy_to_champion(client, params, decision, copy, reg)
+        copy, known = build_champion(params, check, package, tmp / "champion", base=base)
+        decision.champion_version = champion.copy_to_champion(client, params, decision, copy, reg, known)
     return decision
 
 
