@@ -49,6 +49,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SIZING_DRAWS = ROOT / "metrics" / "draws" / "planted_draws.jsonl"  # the A/A pairs the committed margins were sized on
 IDEALS = {  # primary metric -> ideal as each benchmark declares it (target metrics); a workspace's metrics file wins
     "occugender/implicit_group_gap": 0.0,
     "rubia/pro_share/gender": 0.5,
@@ -119,7 +120,8 @@ def aa_harm_refusals(params, root: Path, models: list[Path], scratch: Path) -> d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
-    parser.add_argument("--draws", type=Path, default=ROOT / "metrics" / "draws" / "planted_draws.jsonl")
+    parser.add_argument("--draws", type=Path, default=SIZING_DRAWS,
+                        help="A/A pairs to judge (default: the committed draws the margins were sized on)")
     parser.add_argument("--root", type=Path, default=None, help="a workspace with evaluate outputs (base, controls)")
     parser.add_argument("--deltas", type=float, nargs="+", default=[0.0, 0.1, 0.25, 0.5, 1.0])
     parser.add_argument("--level", type=float, default=0.95, help="the margin rule's prediction level")
@@ -154,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['pair']} | {r['family']} | {r['badness_ci_high']:+.4f} ({r['how']}) | {r['margin']:.3f} "
               f"| {'yes' if r['refused'] else 'no'} | {loo} | {'yes' if r['loo_refused'] else 'no'} "
               f"| {r['loo_largest_margin']:.3f} | {'yes' if r['loo_largest_refused'] else 'no'} |")
-    print(f"\ncommitted margins (in-sample where sized on these pairs): {aa['refused']} of {aa['evaluations']} rule "
+    sample = ("in-sample where sized on these pairs" if args.draws.resolve() == SIZING_DRAWS.resolve() else
+              "out of sample: these pairs sized no margin")
+    print(f"\ncommitted margins ({sample}): {aa['refused']} of {aa['evaluations']} rule "
           f"evaluations refused ({aa['refused_pairs']} of {aa['pairs']} pairs); leave one out (each pair against "
           f"the margin the other pairs size, level {aa['level']:g}): {aa['loo_refused']} of {aa['loo_evaluations']} "
           f"({aa['loo_refused_pairs']} of {aa['pairs']} pairs); the old rule (largest |A/A point difference|), leave "

@@ -121,3 +121,28 @@ def test_checkpoint_keys_match_with_or_without_the_base_model_prefix():
     assert layout.checkpoint_key("transformer.wte.weight", {"wte.weight"}) == "wte.weight"
     assert layout.checkpoint_key("wte.weight", {"transformer.wte.weight"}) == "transformer.wte.weight"
     assert layout.checkpoint_key("transformer.wte.weight", {"other"}) is None
+
+
+def test_written_weights_get_the_umasks_mode_not_safetensors_0600(tmp_path, tensors):
+    """``save_file`` creates its file 0600; a converted shard and an embedding hook get the mode any file written
+    by Python gets (0o666 less the umask), like the rest of the model directory - and the bytes are save_file's."""
+    import os
+
+    from biaslab.models.embedding_hook import save_hook
+    from biaslab.models.weights.files import save_tensors
+
+    old = os.umask(0o027)
+    try:
+        save_tensors(tensors, tmp_path / "t.safetensors", {"format": "pt"})
+        save_file(tensors, str(tmp_path / "plain.safetensors"), metadata={"format": "pt"})
+        (tmp_path / "src").mkdir()
+        save_file(tensors, str(tmp_path / "src" / "model.safetensors"))
+        (tmp_path / "dst").mkdir()
+        shards = convert_weights(tmp_path / "src", tmp_path / "dst", torch.bfloat16, max_shard_bytes=200)
+        hook = save_hook(tmp_path, torch.zeros(2, 6), [[1, 2]], [1, 2], 10)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "plain.safetensors").stat().st_mode & 0o777 == 0o600  # what this mends
+    for path in (tmp_path / "t.safetensors", *shards, hook):
+        assert path.stat().st_mode & 0o777 == 0o640, path
+    assert _sha(tmp_path / "t.safetensors") == _sha(tmp_path / "plain.safetensors")

@@ -29,9 +29,9 @@ def save_hook(model_dir: str | os.PathLike[str], basis: Any, sequences: Sequence
               row_ids: Sequence[int], vocab_size: int) -> Path:
     """Write the hook spec into ``model_dir`` (a directory being built atomically by the caller)."""
     import torch
-    from safetensors.torch import save_file
 
     from biaslab.models.token_spans import pack_sequences
+    from biaslab.models.weights.files import save_tensors
 
     path = Path(model_dir) / HOOK_FILE
     tensors = {
@@ -39,7 +39,7 @@ def save_hook(model_dir: str | os.PathLike[str], basis: Any, sequences: Sequence
         "sequences": pack_sequences(sequences),
         "row_ids": torch.tensor(list(row_ids), dtype=torch.long),
     }
-    save_file(tensors, str(path), metadata={"vocab_size": str(vocab_size)})
+    save_tensors(tensors, path, {"vocab_size": str(vocab_size)})
     return path
 
 

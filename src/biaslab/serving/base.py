@@ -64,10 +64,7 @@ class VerifiedBase:
                 f"base of this version: pinned {wanted[0]} version {wanted[1]} (manifest {wanted[2]}), the verified "
                 f"base handed to the loader is {held[0]} version {held[1]} (manifest {held[2]}); refusing to load "
                 "it on another base")
-        checkpoint = checkpoint_dir(self.package)
-        if not (checkpoint / "config.json").is_file():
-            raise BaseResolutionError(f"base {held[0]} version {held[1]}: no config.json in {checkpoint}")
-        return checkpoint
+        return loadable_checkpoint(self.package, f"base {held[0]} version {held[1]}")
 
 
 def base_pin(base_reference: dict[str, Any], model_name: str, client: Any = None) -> dict[str, Any] | None:
@@ -147,6 +144,15 @@ def checkpoint_dir(version_dir: Path) -> Path:
     return checkpoint
 
 
+def loadable_checkpoint(package: Path, label: str) -> Path:
+    """``package``'s checkpoint folder (:func:`checkpoint_dir`), which must hold a ``config.json``; else
+    :class:`BaseResolutionError` naming ``label`` (the base version) and the folder."""
+    checkpoint = checkpoint_dir(package)
+    if not (checkpoint / "config.json").is_file():
+        raise BaseResolutionError(f"{label}: no config.json in {checkpoint}")
+    return checkpoint
+
+
 def resolve_base(pin: dict[str, Any], client: Any = None, private_dir: Path | None = None) -> Path:
     """The local checkpoint directory of the pinned base version.
 
@@ -180,8 +186,5 @@ def resolve_base(pin: dict[str, Any], client: Any = None, private_dir: Path | No
         verify_package(local, pin["manifest_sha256"])
     except PackageIntegrityError as exc:
         raise BaseResolutionError(f"base of this version: {pin['registered_model']} version {mv.version}: {exc}") from None
-    checkpoint = checkpoint_dir(local)
-    if not (checkpoint / "config.json").is_file():
-        raise BaseResolutionError(f"base {pin['registered_model']} version {mv.version}: no config.json in {checkpoint}")
-    return checkpoint
+    return loadable_checkpoint(local, f"base {pin['registered_model']} version {mv.version}")
 

@@ -75,8 +75,7 @@ def _copy_tensor_bytes(index: SafetensorsIndex, src_key: str, dst_key: str) -> N
 
 def _add_shard(directory: Path, name: str, tensor: torch.Tensor) -> None:
     """Add ``{name: tensor}`` as a new last shard: shards renumbered ``model-0000i-of-0000N``, index rewritten."""
-    from safetensors.torch import save_file
-
+    from biaslab.models.weights.files import save_tensors
     from biaslab.models.weights.index import file_entries
 
     shards = weight_files(directory)
@@ -87,7 +86,7 @@ def _add_shard(directory: Path, name: str, tensor: torch.Tensor) -> None:
         os.replace(shard, target)
         renamed.append(target)
     new = directory / f"model-{total:05d}-of-{total:05d}.safetensors"
-    save_file({name: tensor.contiguous()}, str(new), metadata={"format": "pt"})
+    save_tensors({name: tensor.contiguous()}, new, {"format": "pt"})
     weight_map, size = {}, 0
     for shard in [*renamed, new]:
         for entry in file_entries(shard):

@@ -47,7 +47,8 @@ def convert_weights(src: str | os.PathLike[str], dst: str | os.PathLike[str], dt
                     max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Path]:
     """Write ``src``'s safetensors weights into ``dst`` with floating tensors cast to ``dtype``."""
     from safetensors import safe_open
-    from safetensors.torch import save_file
+
+    from biaslab.models.weights.files import save_tensors
 
     index = SafetensorsIndex(src)
     entries = list(index)
@@ -64,7 +65,7 @@ def convert_weights(src: str | os.PathLike[str], dst: str | os.PathLike[str], dt
             tensors[entry.name] = tensor.to(dtype) if tensor.is_floating_point() else tensor
             weight_map[entry.name] = name
             total += _target_bytes(entry, dtype)
-        save_file(tensors, str(dst / name), metadata={"format": "pt"})
+        save_tensors(tensors, dst / name, {"format": "pt"})
         del tensors
     if len(shards) > 1:
         (dst / INDEX_FILE).write_text(

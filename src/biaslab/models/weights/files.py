@@ -115,3 +115,18 @@ def copy_model_files(src: str | os.PathLike[str], dst: str | os.PathLike[str], *
         shutil.copyfile(file, target)
         copies.append(target)
     return copies
+
+
+def save_tensors(tensors: dict, path: str | os.PathLike[str], metadata: dict[str, str] | None = None) -> Path:
+    """``safetensors.torch.save_file(tensors, path, metadata)``, then the mode a file written by Python gets
+    (``0o666`` less the umask): ``save_file`` creates its file 0600, so a shard, hook or converted checkpoint was
+    the one file of a model directory that other users (a serving account, a teammate reading the DVC cache)
+    could not read. Streams to disk as ``save_file`` does (no in-memory copy of a multi-GB shard)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    save_file(tensors, str(path), metadata=metadata)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+    return path
