@@ -43,7 +43,7 @@ test-fast: $(STAMP)
 
 # two pytest-xdist workers, each running whole test files (module fixtures such as the team server start once)
 test: $(STAMP) postgres-server chromium
-	@$(BIN)/python -m pytest -q -n 2 --dist loadfile; status=$$?; \
+	@$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests (exit 5) - failing" >&2; fi; \
 	exit $$status
 
