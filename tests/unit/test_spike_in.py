@@ -173,8 +173,26 @@ def test_a_metric_that_moves_against_the_stereotype_fails_naming_the_family_and_
     flat = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric],
                                   result.predictions, lambda t, d: {k: v.copy() for k, v in t.items()}, DELTAS,
                                   stored=None, samples=20, seed=0, confidence=0.95)
-    with pytest.raises(spike_in.SpikeInError, match="does not move at all up to δ = 2 nats"):
+    with pytest.raises(spike_in.SpikeInError, match="does not move at all up to δ = 2 nats, nor between"):
         spike_in.check([flat])
+    # a model whose score gaps are all wider than the grid (a random-weight model, a sampled run): every pair
+    # 10 nats apart, so no pair flips by 2 nats - the benchmark reads the spike, it is reported and passes
+    wide = {name: table.copy() for name, table in result.predictions.items()}
+    pairs = wide["rubia_pairs"]
+    pairs["score_anti"] = pairs["score_pro"] + 10.0
+    pairs["prefers_pro"] = False
+    beyond = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric], wide,
+                                    lambda t, d: BENCHMARK.spike(t, d, {}), DELTAS, stored=None, samples=20, seed=0,
+                                    confidence=0.95)
+    assert [p.value.value for p in beyond.points] == [0.0] * len(DELTAS) and beyond.probe == (0.0, 1.0)
+    assert "moves only beyond the grid" in beyond.note and beyond.resolution is None
+    spike_in.check([beyond])
+    assert "moves only beyond the grid" in spike_in.render_markdown([beyond], "base")
+    backwards = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric], wide,
+                                       lambda t, d: BENCHMARK.spike(t, -d, {}), DELTAS, stored=None, samples=20,
+                                       seed=0, confidence=0.95)
+    with pytest.raises(spike_in.SpikeInError, match="against the stereotyped direction .* between δ = −100"):
+        spike_in.check([backwards])
     untouched = spike_in.dose_response("rubia", metric, "increase", BENCHMARK.item_statistics({})[metric],
                                        result.predictions, lambda t, d: t, DELTAS, stored=None, samples=20, seed=0,
                                        confidence=0.95)

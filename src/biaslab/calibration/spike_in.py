@@ -16,7 +16,9 @@ A *spike* of δ nats adds δ to the log-score of the stereotype-consistent optio
 
 :func:`check` fails the run (:class:`SpikeInError`, one line naming the family and the δ) when the δ = 0
 metric is not the stored one, or the metric does not move monotonically in the stereotyped (expected)
-direction: the instrument is broken (a flipped sign, a label read the wrong way round).
+direction: the instrument is broken (a flipped sign, a label read the wrong way round). A metric flat over the
+whole grid fails only if it does not move between δ = −:data:`PROBE` and +:data:`PROBE` either: a model whose
+score gaps are all wider than the grid (no item flips by 2 nats) is reported (``note``), not failed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from biaslab.metrics.paired import ItemStatistic
 from biaslab.metrics.values import MetricValue
 
 DEFAULT_DELTAS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
+PROBE = 100.0
+"""δ of the reading probe (nats): the metric at −PROBE and +PROBE tells a benchmark that ignores the spike from
+a model whose score gaps are wider than the grid (a random-weight or a very confident model: no item flips by
+2 nats). Between the two every item whose gap is under 100 nats changes sides, so a benchmark that reads the
+spiked scores gives two different values; ``exp(100)`` is far from a float's limits."""
 ZERO_TOLERANCE = 1e-9  # |metric at δ = 0 - stored metric|: float noise of one sum order, no more
 STEP_TOLERANCE = 1e-12  # a step against the expected direction smaller than this is float noise
 
@@ -61,6 +68,7 @@ class SpikeIn:
     points: list[DosePoint] = field(default_factory=list)
     stored: MetricValue | None = None  # the unwrapped metric as evaluated (metrics/<variant>.json)
     note: str = ""
+    probe: tuple[float, float] | None = None  # the metric at δ = −PROBE and +PROBE (see PROBE)
 
     @property
     def zero_difference(self) -> float | None:
@@ -164,7 +172,12 @@ def dose_response(family: str, metric: str, expected: Change, statistic: ItemSta
                                      confidence=confidence))
     zero = values[0]
     points = [DosePoint(float(d), v, detection_status(v, zero, expected)) for d, v in zip(deltas, values)]
-    return SpikeIn(family, metric, expected, points, stored)
+    probe = tuple(float(statistic.statistic(statistic.rows(spike(tables, d)[statistic.table]))) for d in (-PROBE, PROBE))
+    note = ""
+    if values[-1].value == zero.value and probe[0] != probe[1]:
+        note = (f"the metric moves only beyond the grid: no item's score gap is crossed by δ = {deltas[-1]:g} nats "
+                f"(from δ = −{PROBE:g} to +{PROBE:g} nats it goes {probe[0]:.4g} → {probe[1]:.4g})")
+    return SpikeIn(family, metric, expected, points, stored, note=note, probe=probe)
 
 
 def check(results: Sequence[SpikeIn]) -> None:
@@ -186,8 +199,17 @@ def check(results: Sequence[SpikeIn]) -> None:
                     f"({r.expected}) at δ = {point.delta:g} nats ({before.value.value:.6g} at δ = {before.delta:g} → "
                     f"{point.value.value:.6g}); the benchmark reads its stereotype labels the wrong way round")
         if len(r.points) > 1 and not sign * r.shift(len(r.points) - 1) > 0:
+            low, high = r.probe if r.probe is not None else (math.nan, math.nan)
+            if sign * (high - low) > 0:  # it reads the spike; this model's score gaps are wider than the grid
+                continue
+            if sign * (high - low) < 0:
+                raise SpikeInError(
+                    f"spike-in {r.family} ({r.metric}): the metric moves against the stereotyped direction "
+                    f"({r.expected}) between δ = −{PROBE:g} and +{PROBE:g} nats ({low:.6g} → {high:.6g}); the "
+                    "benchmark reads its stereotype labels the wrong way round")
             raise SpikeInError(f"spike-in {r.family} ({r.metric}): the metric does not move at all up to "
-                               f"δ = {r.points[-1].delta:g} nats; the benchmark does not read the spiked scores")
+                               f"δ = {r.points[-1].delta:g} nats, nor between δ = −{PROBE:g} and +{PROBE:g}; the "
+                               "benchmark does not read the spiked scores")
 
 
 def _nats(x: float | None, above: float) -> str:
@@ -227,7 +249,8 @@ def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[s
              "δ = 0 is the evaluated metric exactly, and the **resolution δ\\***: the smallest δ at which the "
              "family's detection rule between two trained models (CIs apart) calls the spiked model biased "
              "against the unspiked one. A metric that does not move monotonically in the stereotyped direction "
-             "fails the stage.", ""]
+             f"fails the stage; one flat over the whole grid fails unless it moves between δ = −{PROBE:g} and "
+             f"+{PROBE:g} nats (a model whose score gaps are all wider than the grid).", ""]
     lines += ["| family | primary metric | " + " | ".join(f"δ = {d:g}" for d in deltas)
               + " | δ = 0 vs evaluated | resolution δ* |",
               "|---|---|" + "---:|" * len(deltas) + "---|---:|"]
@@ -240,7 +263,8 @@ def render_markdown(results: Sequence[SpikeIn], variant: str, effects: Mapping[s
                                            if p.value.ci_low is not None else "") for p in r.points]
         zero = r.zero_difference
         same = "no evaluated value" if zero is None else ("identical" if zero == 0 else f"differs by {zero:.1e}")
-        lines.append(f"| {r.family} | `{r.metric}` | " + " | ".join(cells) + f" | {same} | {_resolution(r, top)} |")
+        resolution = _resolution(r, top) + (f" ({r.note})" if r.note else "")
+        lines.append(f"| {r.family} | `{r.metric}` | " + " | ".join(cells) + f" | {same} | {resolution} |")
     planted = [r for r in results if r.points and effects.get(r.metric) is not None]
     if planted:
         lines += ["", "### The planted bias against the resolution", "",
