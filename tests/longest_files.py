@@ -4,8 +4,8 @@
 # --durations, 2026-11-29: two workers on two cores, so about twice a file's time alone). `make test` runs two
 # pytest-xdist workers with --dist loadfile and --no-loadscope-reorder: whole files, handed out in collection order
 # as a worker runs low. (Without --no-loadscope-reorder xdist re-sorts the files by their number of tests, which
-# put these one-test files last: the masked-LM repro then started after everything else and the run waited
-# minutes on one worker.) Collected first, they start at once on alternate workers and the short files fill in.
+# put these one-test files last, whatever this list said.) Collected first, they start at once on alternate
+# workers and the short files fill in. The suite is CPU-bound, so the order gains little (docs/testing.md).
 LONGEST_FILES = (
     "test_masked_lm_repro.py",  # ~420: a whole `dvc repro`
     "test_team_server.py",  # ~300: one authenticated MLflow server on PostgreSQL, ~30 CLI subprocesses
