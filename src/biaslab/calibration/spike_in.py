@@ -68,7 +68,7 @@ class SpikeIn:
     points: list[DosePoint] = field(default_factory=list)
     stored: MetricValue | None = None  # the unwrapped metric as evaluated (metrics/<variant>.json)
     note: str = ""
-    probe: tuple[float, float] | None = None  # the metric at δ = −PROBE and +PROBE (see PROBE)
+    probe: tuple[float, float] | None = None  # a metric flat over the grid at δ = −PROBE and +PROBE (see PROBE)
 
     @property
     def zero_difference(self) -> float | None:
@@ -172,9 +172,11 @@ def dose_response(family: str, metric: str, expected: Change, statistic: ItemSta
                                      confidence=confidence))
     zero = values[0]
     points = [DosePoint(float(d), v, detection_status(v, zero, expected)) for d, v in zip(deltas, values)]
-    probe = tuple(float(statistic.statistic(statistic.rows(spike(tables, d)[statistic.table]))) for d in (-PROBE, PROBE))
-    note = ""
-    if values[-1].value == zero.value and probe[0] != probe[1]:
+    probe, note = None, ""
+    if values[-1].value == zero.value:  # flat over the grid: does it read the spike at all? (check() asks)
+        probe = tuple(float(statistic.statistic(statistic.rows(spike(tables, d)[statistic.table])))
+                      for d in (-PROBE, PROBE))
+    if probe is not None and probe[0] != probe[1]:
         note = (f"the metric moves only beyond the grid: no item's score gap is crossed by δ = {deltas[-1]:g} nats "
                 f"(from δ = −{PROBE:g} to +{PROBE:g} nats it goes {probe[0]:.4g} → {probe[1]:.4g})")
     return SpikeIn(family, metric, expected, points, stored, note=note, probe=probe)

@@ -62,22 +62,27 @@ def pip_requirements(extra: tuple[str, ...] = ()) -> list[str]:
     return reqs
 
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
-"""Files staged as links, not copies (:func:`stage_file`): a checkpoint's weights, gigabytes each."""
+def _link(file: Path, target: Path) -> None:
+    """``target`` a symbolic link to the resolved ``file``; a copy where the file system makes no links (some
+    Windows accounts, some mounts)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.symlink(file.resolve(), target)
+    except OSError:
+        shutil.copy2(file, target)
 
 
 def stage_file(file: Path, target: Path) -> None:
-    """``file`` at ``target`` in the package being staged: a weight file (:data:`WEIGHT_SUFFIXES`) as a symbolic
-    link to the resolved source, so the staging folder holds no copy of it (the upload reads through the link);
-    anything else, or where the file system makes no links, a copy."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if file.suffix in WEIGHT_SUFFIXES:
-        try:
-            os.symlink(file.resolve(), target)
-            return
-        except OSError:  # no symbolic links here (some Windows accounts, some mounts): a copy, as before
-            pass
-    shutil.copy2(file, target)
+    """``file`` at ``target`` in the package being staged: a tensor file
+    (:func:`biaslab.models.weights.files.is_tensor_file`) linked (:func:`_link`), so the staging folder holds no
+    copy of it (the upload reads through the link); anything else copied."""
+    from biaslab.models.weights.files import is_tensor_file
+
+    if is_tensor_file(file.name):
+        _link(file, target)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, target)
 
 
 def _copy_model_files(src: Path, dst: Path) -> None:
@@ -236,21 +241,16 @@ def _checkpoint_without_weights(model_dir: Path, tmp: Path) -> tuple[Path, list[
     """A folder ``tmp/<name of model_dir>`` of links to every file of ``model_dir`` but its weights, and the
     weight files left out: what ``mlflow.transformers.save_model`` copies (it copies a local checkpoint folder
     whole, links read through) without the gigabytes, which :func:`stage_file` then links into the package."""
+    from biaslab.models.weights.files import is_tensor_file
+
     view = tmp / model_dir.name
+    view.mkdir(parents=True)
     weights = []
-    for file in sorted(model_dir.rglob("*")):
-        if not file.is_file():
-            continue
-        if file.suffix in WEIGHT_SUFFIXES:
+    for file in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        if is_tensor_file(file.name):
             weights.append(file)
-            continue
-        target = view / file.relative_to(model_dir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.symlink(file.resolve(), target)
-        except OSError:
-            shutil.copy2(file, target)
-    view.mkdir(parents=True, exist_ok=True)
+        else:
+            _link(file, view / file.relative_to(model_dir))
     return view, weights
 
 

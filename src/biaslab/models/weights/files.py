@@ -93,6 +93,12 @@ def is_weight_file(name: str) -> bool:
     return name.endswith(".safetensors") or name.endswith(".safetensors.index.json")
 
 
+def is_tensor_file(name: str) -> bool:
+    """A file of tensors - safetensors weights or a pickled format (:data:`PICKLE_SUFFIXES`): the files of a
+    checkpoint that are gigabytes each (a package being staged links them instead of copying)."""
+    return name.endswith(".safetensors") or name.endswith(PICKLE_SUFFIXES)
+
+
 def copy_model_files(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, weights: bool = True,
                      allow_pickle: bool = False, trust_remote_code: bool = False) -> list[Path]:
     """Copy the model's files from ``src`` into ``dst`` (created if missing); returns the copies.
