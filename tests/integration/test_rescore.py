@@ -1,6 +1,7 @@
 """``promote`` re-scores a seeded sample of the evidence's prediction rows from the verified files
 (:mod:`biaslab.registry.rescore`): an honest evaluation passes, a table edited after the evaluation is refused
-naming the table, and the check really scores (a shifted scorer is refused).
+naming the table, and the check really scores (a shifted scorer is refused); forged votes beside honest scores
+pass the sample and are refused by the derived-column check (:mod:`biaslab.registry.derived`).
 
 A temporary SQLite MLflow store; the tiny Llama of ``tests/conftest.py`` as ``base`` and an edited copy as
 ``soft``; each evaluated with the real agreement benchmark (English test pairs) through biaslab's own loader and
@@ -101,6 +102,8 @@ def test_an_honest_evaluation_passes_the_rescoring(project):
     assert decision.approved, decision.reasons
     assert row.rule == "rescored_sample" and row.passed and row.reason.startswith("64 rows recomputed")
     assert row.estimate is not None and row.estimate <= 1e-4  # batched vs one-by-one float32: tiny noise only
+    derived = next(r for r in decision.results if r.rule == "derived_columns")
+    assert derived.passed and f"{TABLE})" in derived.reason and "every row" in derived.reason
 
 
 def test_a_table_edited_after_the_evaluation_is_refused_naming_it(project, monkeypatch):
@@ -124,6 +127,30 @@ def test_a_table_edited_after_the_evaluation_is_refused_naming_it(project, monke
     assert not decision.approved and decision.champion_version is None
     assert not row.passed and f"'soft' table {TABLE} row" in row.reason and "logprob_grammatical" in row.reason
     assert "|Δ| 0.5" in row.reason
+
+
+def test_forged_votes_beside_honest_scores_pass_the_sample_and_are_refused_by_the_derived_check(project, monkeypatch):
+    """A leaked evaluator credential logs soft's table with its honest log-probabilities and every pair marked
+    ``correct`` (the column the agreement accuracy counts): the re-scored sample agrees - the scores are the
+    model's - and the derived-column check, which recomputes ``correct`` from them on every row, refuses."""
+    from biaslab.registry import promote
+    from biaslab.registry.evidence import RunEvidence
+
+    root, params = project
+    honest = RunEvidence.predictions
+
+    def forged(self, variant):
+        tables = honest(self, variant)
+        if variant == "soft":
+            tables[TABLE] = tables[TABLE].assign(correct=1)
+        return tables
+
+    monkeypatch.setattr(RunEvidence, "predictions", forged)
+    decision = promote(params, "soft", root)
+    derived = next(r for r in decision.results if r.rule == "derived_columns")
+    assert _rescored(decision).passed  # the sample checks scores, and the scores are honest
+    assert not decision.approved and decision.champion_version is None
+    assert not derived.passed and f"'soft' table {TABLE} row" in derived.reason and "column correct" in derived.reason
 
 
 def test_the_check_really_scores(project, monkeypatch):

@@ -34,6 +34,12 @@ A benchmark module defines ``BENCHMARK = SomeBenchmark()`` with:
   label). ``rescore`` scores whatever text is stored, so the promoter also requires every version's table to hold
   the same keys and, per key, the same inputs (a forged easier text with honest scores of it is refused); a
   benchmark that declares none (the default: nothing) has its inputs reported as not compared;
+* optionally ``derive(predictions, options) -> predictions``: its stored prediction tables (keyed by table name)
+  with every column that follows from other stored columns by arithmetic (votes, margins, gaps, labels, pair
+  tables' copies of their items' scores) recomputed by the same code ``run`` computes them with; a benchmark
+  with ``spike`` need not define it (a spike of 0 nats is that recomputation, :func:`derive_of`). The promoter
+  requires every stored derived column to equal its recomputation (:mod:`biaslab.registry.derived`): the raw
+  scores are checked on a sample, the arithmetic over every row;
 * optionally ``paper_tables(variants) -> list[PaperTable]``: the seed paper's tables in the paper's own
   layout, built from every evaluated variant's metrics and tables (the ``report`` stage renders them
   into ``reports/paper/<paper>.md`` and ``.csv``; it knows no benchmark by name).
@@ -149,6 +155,24 @@ class DeclaresRescoreInputs(Protocol):
 def rescore_inputs_of(benchmark: Any) -> RescoreInputs:
     """``benchmark``'s declared ``rescore_inputs``, or ``{}`` for one that declares none (a custom module)."""
     return getattr(benchmark, "rescore_inputs", None) or {}
+
+
+class Derives(Protocol):
+    """Implemented by benchmarks whose stored derived columns the promoter recomputes (optional part of the
+    contract; a benchmark with ``spike`` is read through it at 0 nats, :func:`derive_of`)."""
+
+    def derive(self, predictions: dict[str, pd.DataFrame], options: dict[str, Any]) -> dict[str, pd.DataFrame]: ...
+
+
+def derive_of(benchmark: Any) -> Any:
+    """How ``benchmark`` recomputes its tables' derived columns from their stored raw scores: its ``derive``, else
+    its ``spike`` at 0 nats (a spike recomputes every derived column of the tables it touches), else ``None``
+    (a custom module that offers neither: its derived columns are not checked, and the promoter says so)."""
+    if callable(getattr(benchmark, "derive", None)):
+        return benchmark.derive
+    if callable(getattr(benchmark, "spike", None)):
+        return lambda predictions, options: benchmark.spike(predictions, 0.0, options)
+    return None
 
 
 class PaperTables(Protocol):

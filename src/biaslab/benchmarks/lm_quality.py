@@ -136,6 +136,12 @@ class LmQuality:
         scored = score_chunks(lm, rows.reset_index(drop=True))
         return {c: scored[c].to_numpy() for c in ("logprob", "n_tokens", "n_chars")}
 
+    def derive(self, predictions: dict[str, pd.DataFrame], options: dict[str, Any]) -> dict[str, pd.DataFrame]:
+        """Nothing to recompute: every stored column of ``lm_quality_chunks`` is the text, a name, or a raw score
+        (``logprob``, ``n_tokens``, ``n_chars``: the re-scoring sample checks those); bits per character is
+        computed from them where it is read, never stored per row (:mod:`biaslab.registry.derived`)."""
+        return dict(predictions)
+
     def item_statistics(self, options: dict[str, Any]) -> dict[str, ItemStatistic]:
         """Pooled bits per character (and per language) as statistics of the scored chunks, paired chunk by chunk
         and resampled by document as the metrics' CIs, so the promotion gate pairs a variant's held-out text with

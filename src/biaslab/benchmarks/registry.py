@@ -27,6 +27,18 @@ def load_benchmark(name: str, module: str) -> Benchmark:
     return benchmark
 
 
+def benchmark_of(benchmarks: Mapping[str, Any], name: str) -> tuple[Benchmark, dict[str, Any]] | None:
+    """The benchmark object and options behind a prediction table's prefix ``name``: its entry of
+    ``evaluation.benchmarks`` (``benchmarks``), else its default module ``biaslab.benchmarks.<name>`` with default
+    options; ``None`` when no module of that name can be loaded (what the promoter's checks name as not checked)."""
+    entry = benchmarks.get(name)
+    module = entry.module if entry is not None else f"biaslab.benchmarks.{name}"
+    try:
+        return load_benchmark(name, module), dict(entry.options) if entry is not None else {}
+    except EvaluationError:
+        return None
+
+
 def item_statistics_of(benchmarks: Mapping[str, Any] | None, metrics: Iterable[str]) -> dict[str, tuple[str, Any]]:
     """``{metric: (benchmark, ItemStatistic)}`` for the ``metrics`` whose benchmark recomputes them per item.
 

@@ -225,6 +225,7 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
     """The gate on the server's evidence and the downloaded files; the record; the copy if approved."""
     from biaslab.registry import champion, promotions
     from biaslab.registry.evidence import RunEvidence
+    from biaslab.registry.derived import derived_row
     from biaslab.registry.evidence_check import evidence_rows
     from biaslab.registry.package_check import Expected, approved_pin, build_champion, check_package
 
@@ -233,6 +234,7 @@ def _decide(client: Any, params: Params, variant: str, base_variant: str, versio
                                     base_variant: _base_evidence_run(reg, base_variant, base_reg)}, workdir=tmp)
     results = _gate(params, evidence, variant, base_variant)
     results += evidence_rows(client, params, evidence, variant, base_variant, team_server=team_server())
+    results.append(derived_row(params, evidence, dict.fromkeys((variant, base_variant))))
     evaluated_fp = evidence.metrics(variant).model_fingerprint
     if evaluated_fp != reg["model_fingerprint"]:
         results.append(_failed("model_fingerprint", "evidence_matches_version",

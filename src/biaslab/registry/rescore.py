@@ -70,19 +70,6 @@ PROBABILITY = ("p_", "prob_")  # column-name prefixes of the probabilities the b
 ASKS = "a seeded sample of the evidence's prediction rows, scored again from the verified bytes, agrees"
 
 
-def _benchmark(params: Any, name: str) -> tuple[Any, dict[str, Any]] | None:
-    """The benchmark object and options behind table prefix ``name`` (its params entry, else its default module)."""
-    from biaslab.benchmarks.registry import load_benchmark
-    from biaslab.errors import EvaluationError
-
-    entry = params.evaluation.benchmarks.get(name)
-    module = entry.module if entry is not None else f"biaslab.benchmarks.{name}"
-    try:
-        return load_benchmark(name, module), dict(entry.options) if entry is not None else {}
-    except EvaluationError:
-        return None
-
-
 def _draw(tables: dict[tuple[str, str], Any], n: int, seed: int) -> dict[tuple[str, str], list[int]]:
     """``n`` row positions drawn without replacement over all ``(who, table)`` rows; sorted per table."""
     import numpy as np
@@ -242,6 +229,8 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
     (:class:`biaslab.serving.base.VerifiedBase`) an overlay or prompt version is loaded on (see :func:`_load`)."""
     import numpy as np
 
+    from biaslab.benchmarks.registry import benchmark_of
+
     tables: dict[tuple[str, str], Any] = {}
     benchmarks: dict[str, tuple[Any, dict[str, Any]] | None] = {}
     unchecked: set[str] = set()
@@ -249,7 +238,7 @@ def rescore_row(params: Any, evidence: Any, packages: dict[str, Path], *, n: int
         for key, frame in evidence.predictions(who).items():
             name, _, table = key.partition("__")
             if name not in benchmarks:
-                benchmarks[name] = _benchmark(params, name)
+                benchmarks[name] = benchmark_of(params.evaluation.benchmarks, name)
             if benchmarks[name] is None or not hasattr(benchmarks[name][0], "rescore"):
                 unchecked.add(key)
                 continue

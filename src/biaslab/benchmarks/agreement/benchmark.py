@@ -49,6 +49,16 @@ def compute_metrics(predictions: pd.DataFrame, ctx: EvalContext) -> dict[str, Me
     return metrics
 
 
+def with_margin(pairs: pd.DataFrame) -> pd.DataFrame:
+    """``pairs`` with ``margin`` (log P(grammatical) − log P(ungrammatical), nats) and ``correct`` (1 when the
+    margin is positive; a tie is not correct) computed from its two stored scores: what ``run`` writes and what
+    ``derive`` recomputes for the promoter."""
+    pairs = pairs.copy()
+    pairs["margin"] = pairs["logprob_grammatical"] - pairs["logprob_ungrammatical"]
+    pairs["correct"] = (pairs["margin"] > 0).astype(np.int64)
+    return pairs
+
+
 def by_kind(predictions: pd.DataFrame) -> pd.DataFrame:
     """Accuracy and mean margin per language, kind and subject gender (where a model loses grammar)."""
     return (predictions.groupby(["language", "kind", "gender"], sort=True)
@@ -81,8 +91,7 @@ class Agreement:
             logprob_ungrammatical=scored["score_second"].to_numpy(),
             n_grammatical=scored["n_first"].to_numpy(), n_ungrammatical=scored["n_second"].to_numpy(),
         )
-        predictions["margin"] = predictions["logprob_grammatical"] - predictions["logprob_ungrammatical"]
-        predictions["correct"] = (predictions["margin"] > 0).astype(np.int64)  # a tie is not correct
+        predictions = with_margin(predictions)
         return BenchmarkResult(metrics=compute_metrics(predictions, ctx), predictions={TABLE: predictions},
                                tables={f"{NAME}_by_kind": by_kind(predictions)})
 
@@ -94,6 +103,13 @@ class Agreement:
             out[f"{NAME}/accuracy_{lang}"] = share_item_statistic(TABLE, "correct", _language(lang))
         return out
 
+
+    def derive(self, predictions: dict[str, pd.DataFrame], options: dict[str, Any]) -> dict[str, pd.DataFrame]:
+        """The pair table's ``margin`` and ``correct`` (what the accuracy the gate reads counts) recomputed from its
+        stored log-probabilities (:func:`with_margin`; :mod:`biaslab.registry.derived`)."""
+        if TABLE not in predictions:
+            return dict(predictions)
+        return {**predictions, TABLE: with_margin(predictions[TABLE])}
 
     def rescore(self, lm, table: str, rows: pd.DataFrame, options: dict[str, Any],
                 tables: dict[str, pd.DataFrame] | None = None) -> dict[str, np.ndarray]:

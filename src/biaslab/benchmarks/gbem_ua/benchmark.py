@@ -13,6 +13,7 @@ from biaslab.benchmarks.gbem_ua.items import ITEMS, NAME, load_items, match_pair
 from biaslab.benchmarks.gbem_ua.metrics import PROB_DIFF_COLUMNS, compute_metrics, item_statistics, spike, summary_table
 from biaslab.benchmarks.gbem_ua.scoring import (
     PROB_LABELS,
+    pair_labels,
     qa_pair_table,
     score_prob,
     score_prob_sentences,
@@ -85,6 +86,23 @@ class GbemUaBenchmark:
     def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option («так» after a man, «ні» after a woman; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, options or {}, DEFAULT_OPTIONS))
+
+    def derive(self, predictions: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """The derived columns recomputed from the stored scores (:mod:`biaslab.registry.derived`): the QA
+        ``answer_yes`` and the pair table's answers and log-odds (:func:`spike` at 0 nats, as
+        :func:`qa_pair_table`); each item's ``label`` P+ > P- (``prob``) and the pairs' ``label_male`` /
+        ``label_female`` (:func:`pair_labels`, by the ``prob_label`` option). The pair-padded probabilities are
+        scores (the padding is scored), checked by the re-scoring sample."""
+        opts = check_options(NAME, options or {}, DEFAULT_OPTIONS)
+        out = spike(predictions, 0.0, opts)
+        if "prob" in out and {"p_pos", "p_neg"} <= set(out["prob"].columns):
+            prob = out["prob"].copy()
+            prob["label"] = prob["p_pos"] > prob["p_neg"]
+            out["prob"] = prob
+            if "prob_pairs" in out:
+                out["prob_pairs"] = pair_labels(out["prob_pairs"], prob.set_index("item_id")["label"],
+                                                opts["prob_label"])
+        return out
 
     def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any],
                 tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:

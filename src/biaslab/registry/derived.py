@@ -1,0 +1,132 @@
+"""The promoter recomputes every derived column of the evidence's prediction tables from their stored scores.
+
+The re-scoring sample (:mod:`biaslab.registry.rescore`) proves that a seeded sample of stored *scores* came from
+the verified model. Most columns the gate's rules read are not scores but arithmetic over them: CrowS-Pairs'
+``is_stereotype`` vote, RuBia's ``prefers_pro``, the agreement pairs' ``correct``, GBEM-UA's answers and pair
+log-odds, OccuGender's normalised probabilities and gaps, ClozeGender's CGS. A leaked evaluator credential could
+log a run whose scores are honest and whose votes are not; the sample would pass, and the gate would count the
+forged votes. This check closes that without the model: each benchmark recomputes its tables' derived columns
+from the stored scores with its own code (:func:`biaslab.benchmarks.base.derive_of`: its ``derive``, or its
+``spike`` at 0 nats), and every stored column it recomputes must equal the recomputation, on **every row** of
+the variant's and the base's tables.
+
+Tolerance: MLflow's ``log_table`` stores numbers with 10 decimals, so a column recomputed from the stored
+(rounded) scores differs from the stored (rounded) column by up to ~1e-10 (measured on a full run's tables:
+1.0e-10); :data:`TOLERANCE` is 1e-8, absolute, far below anything a verdict reads. A boolean or integer column
+(a vote, an answer, a count) must be the same value. A table the benchmark's code cannot recompute (a dropped
+score column) is refused; a benchmark that offers neither ``derive`` nor ``spike`` (a custom module) is named
+as not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from biaslab.registry.gate import RuleResult
+
+TOLERANCE = 1e-8  # absolute; two orders above the 10-decimal rounding of MLflow's stored tables
+ASKS = "every stored derived column (votes, answers, margins, gaps) equals the benchmark's recomputation from the stored scores"
+
+
+def _by_benchmark(tables: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{<benchmark>__<table>: frame}`` as ``{benchmark: {table: frame}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, frame in tables.items():
+        name, _, table = key.partition("__")
+        out.setdefault(name, {})[table] = frame.reset_index(drop=True)
+    return out
+
+
+def _first_difference(stored: Any, fresh: Any, tolerance: float) -> tuple[int, Any, Any] | None:
+    """The first row where ``fresh`` (recomputed) differs from ``stored``, with both values, or ``None``: a
+    number within ``tolerance`` (NaN equals NaN; a stored value that is no number differs), a boolean the same
+    boolean, anything else (text, names) equal."""
+    import numpy as np
+    import pandas as pd
+
+    s, f = pd.Series(np.asarray(stored, dtype=object)), pd.Series(fresh)
+    if f.dtype == bool:
+        same = s.map(lambda v: isinstance(v, (bool, np.bool_))) & (s.astype(object) == f.astype(object))
+    elif pd.api.types.is_numeric_dtype(f):
+        numbers = pd.to_numeric(s.where(~s.map(lambda v: isinstance(v, (bool, np.bool_))), None), errors="coerce")
+        values = f.astype(float)
+        same = ((numbers - values).abs() <= tolerance) | (numbers.isna() & values.isna() & s.isna())
+    else:
+        same = (s == f.astype(object)) | (s.isna() & f.isna())
+    bad = np.flatnonzero(~same.to_numpy(dtype=bool))
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    return i, s.iloc[i], f.iloc[i]
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def derived_row(params: Any, evidence: Any, variants: Iterable[str], *, tolerance: float = TOLERANCE) -> RuleResult:
+    """One gate row: every derived column of each of ``variants``' prediction tables in ``evidence`` recomputed
+    by its benchmark from the stored scores (see the module docstring); fails naming variant, table, row, column
+    and both values on the first difference."""
+    from biaslab.benchmarks.base import derive_of
+    from biaslab.benchmarks.registry import benchmark_of
+
+    checked: dict[str, int] = {}  # <benchmark>__<table> -> rows checked (all versions)
+    unchecked: set[str] = set()
+    as_stored: set[str] = set()  # tables whose benchmark recomputes no column of them (e.g. only raw scores)
+    for who in variants:
+        try:
+            stored_tables = evidence.predictions(who)
+        except (OSError, ValueError) as exc:  # BiaslabError subclasses of both: missing or malformed evidence
+            return RuleResult("evidence", "derived_columns", ASKS, False, f"predictions of {who!r} unreadable: {exc}")
+        for name, tables in sorted(_by_benchmark(stored_tables).items()):
+            found = benchmark_of(params.evaluation.benchmarks, name)
+            derive = derive_of(found[0]) if found is not None else None
+            if derive is None:
+                unchecked.update(f"{name}__{t}" for t in tables)
+                continue
+            given = {t: f.copy() for t, f in tables.items()}
+            try:
+                fresh = derive(given, dict(found[1]))
+            except (KeyError, ValueError, TypeError) as exc:  # a score column or a table its code reads is missing
+                return RuleResult("evidence", "derived_columns", ASKS, False,
+                                  f"{who!r} benchmark {name}: its derived columns cannot be recomputed from the "
+                                  f"stored tables ({type(exc).__name__}: {exc}); the evidence lacks what the "
+                                  "benchmark wrote")
+            for table, frame in sorted(fresh.items()):
+                stored = tables.get(table)
+                key = f"{name}__{table}"
+                if stored is None:  # a table the benchmark's code adds: nothing stored to compare
+                    continue
+                if frame is given.get(table):  # handed back as it came: the benchmark recomputes nothing in it
+                    as_stored.add(key)
+                    continue
+                if len(frame) != len(stored):
+                    return RuleResult("evidence", "derived_columns", ASKS, False,
+                                      f"{who!r} table {key}: {len(stored)} stored rows, {len(frame)} recomputed")
+                for column in frame.columns:
+                    if column not in stored.columns:
+                        return RuleResult("evidence", "derived_columns", ASKS, False,
+                                          f"{who!r} table {key}: no column {column} (a column the benchmark "
+                                          "writes and the gate may read)")
+                    difference = _first_difference(stored[column].to_numpy(), frame[column].to_numpy(), tolerance)
+                    if difference is not None:
+                        i, s, f = difference
+                        return RuleResult("evidence", "derived_columns", ASKS, False,
+                                          f"{who!r} table {key} row {i} column {column}: stored {_plain(s)!r}, "
+                                          f"recomputed from the stored scores {_plain(f)!r}; the evidence's derived "
+                                          "columns are not the benchmark's arithmetic over its scores")
+                checked[key] = checked.get(key, 0) + len(stored)
+    note = f"; no column recomputed by its benchmark: {', '.join(sorted(as_stored))}" if as_stored else ""
+    if unchecked:
+        note += f"; not checked (the benchmark offers neither derive nor spike): {', '.join(sorted(unchecked))}"
+    if not checked:
+        return RuleResult("evidence", "derived_columns", ASKS, True, f"0 rows: no table with derived columns{note}")
+    return RuleResult("evidence", "derived_columns", ASKS, True,
+                      f"{sum(checked.values())} rows of {len(checked)} tables ({', '.join(sorted(checked))}) recomputed "
+                      f"from their stored scores, every column of every row equal (numbers within {tolerance:g})"
+                      f"{note}")
+
+
+__all__ = ["ASKS", "TOLERANCE", "derived_row"]
