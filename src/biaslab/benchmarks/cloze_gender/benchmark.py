@@ -10,15 +10,24 @@ import pandas as pd
 from biaslab.benchmarks.base import BenchmarkResult, EvalContext, check_options
 
 from .collector import MetricCollector
-from .crows import crows_items, crows_metrics, crows_predictions, read_concepts
-from .genderlex import genderlex_item_statistics, genderlex_metrics, genderlex_predictions, spike, wino_predictions
+from .crows import crows_derived, crows_items, crows_metrics, crows_predictions, read_concepts
+from .genderlex import (
+    genderlex_item_statistics,
+    genderlex_metrics,
+    genderlex_predictions,
+    spike,
+    wino_derived,
+    wino_predictions,
+)
 from .items import cloze_items, read_table
 from .options import DEFAULTS, NAME, OPTIONAL_DATASETS, validate
 from .scoring import queued_sentences, rescore_cloze, rescore_sentences, score_cloze, score_sentences
 from .winobias_winogender import (
+    winobias_derived,
     winobias_item_statistics,
     winobias_metrics,
     winobias_predictions,
+    winogender_derived,
     winogender_metrics,
     winogender_predictions,
 )
@@ -26,6 +35,9 @@ from .winobias_winogender import (
 # prediction table -> the dataset whose sentences it scores (GenderLex's ClozeLast table aside)
 PREDICTION_DATASETS = {f"{NAME}_winobias": "winobias", f"{NAME}_winogender": "winogender",
                        f"{NAME}_genderlex_wino": "genderlex_wino", f"{NAME}_crows": "crows_pairs"}
+# prediction table -> how its columns that follow from the stored scores are computed (GenderLex's: spike at 0)
+DERIVED = {f"{NAME}_winobias": winobias_derived, f"{NAME}_winogender": winogender_derived,
+           f"{NAME}_genderlex_wino": wino_derived, f"{NAME}_crows": crows_derived}
 _GENDERLEX = ("sent_m", "sent_w", "context", "hb")  # a GenderLex row's inputs (its two sentences, context, label)
 
 
@@ -122,6 +134,13 @@ class ClozeGenderBenchmark:
     def spike(self, predictions: dict[str, Any], delta: float, options: dict[str, Any]) -> dict[str, Any]:
         """Its prediction tables with ``delta`` nats on every stereotype-consistent option (GenderLex: the pronoun of the human-bias label; docs/spike_in.md)."""
         return spike(predictions, delta, check_options(NAME, dict(options or {}), DEFAULTS))
+
+    def derive(self, predictions: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """Every table's columns that follow from its stored scores and similarities recomputed by the code
+        :meth:`run` writes them with (:mod:`biaslab.registry.derived`): GenderLex's P, CGS and preferences
+        (:func:`spike` at 0 nats), and the sentence tables' CGS, preferences and matches (:data:`DERIVED`)."""
+        out = spike(predictions, 0.0, check_options(NAME, dict(options or {}), DEFAULTS))
+        return {table: DERIVED[table](frame) if table in DERIVED else frame for table, frame in out.items()}
 
     def rescore(self, lm: Any, table: str, rows: pd.DataFrame, options: dict[str, Any],
                 tables: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:

@@ -73,14 +73,26 @@ def crows_predictions(items: pd.DataFrame, sentences: SentenceScores, vectors, c
         out[f"logprob_{side}"] = col.map(sentences.logprob).astype(float)
         out[f"n_tokens_{side}"] = col.map(sentences.n_tokens).astype(int)
         out[f"p_{side}"] = col.map(sentences.prob).astype(float)
-    out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
-    out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
-    if concepts is not None:
+    out["lm_preferred"] = out["lm_hb_match"] = None  # filled by crows_derived (as the CGS columns below); created
+    if concepts is not None:                          # here to keep the table's column order
         out["concept"] = out["pair_id"].map(concepts)
         for side in ("m", "w"):
             sims = [vectors.similarity(w, c) if isinstance(c, str) else None
                     for w, c in zip(out[f"word_{side}"], out["concept"])]
             out[f"sim_{side}"] = np.array([np.nan if x is None else x for x in sims], dtype=np.float64)
+            out[f"cgs_{side}"] = np.nan
+    return crows_derived(out)
+
+
+def crows_derived(out: pd.DataFrame) -> pd.DataFrame:
+    """A CrowS table's columns that follow from its stored probabilities (and, with concepts, similarities): the
+    preferred gender and its human-bias match by P, and by CGS where ``sim_m``/``sim_w`` are stored (what
+    :func:`crows_predictions` writes; the benchmark's ``derive``)."""
+    out = out.copy()
+    out["lm_preferred"] = assoc.preferred_gender(out["p_m"], out["p_w"])
+    out["lm_hb_match"] = out["lm_preferred"] == out["hb"]
+    if {"sim_m", "sim_w"} <= set(out.columns):
+        for side in ("m", "w"):
             out[f"cgs_{side}"] = assoc.cgs(out[f"p_{side}"], out[f"sim_{side}"])
         out["preferred"] = assoc.preferred_gender(out["cgs_m"], out["cgs_w"])
         out["hb_match"] = out["preferred"] == out["hb"]

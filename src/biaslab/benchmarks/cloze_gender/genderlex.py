@@ -58,6 +58,15 @@ def wino_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors) ->
         out[f"p_{side}"] = col.map(sentences.prob).astype(float)
         sims = [vectors.similarity(p, c) for p, c in zip(out[f"pronoun_{side}"], out["context"])]
         out[f"sim_{side}"] = np.array([np.nan if x is None else x for x in sims], dtype=np.float64)
+        out[f"cgs_{side}"] = np.nan  # filled by wino_derived; created here to keep the table's column order
+    return wino_derived(out)
+
+
+def wino_derived(out: pd.DataFrame) -> pd.DataFrame:
+    """A GenderLex-Wino table's columns that follow from its stored probabilities and similarities: CGS, the
+    out-of-vocabulary flag and every preference (what :func:`wino_predictions` writes; the benchmark's ``derive``)."""
+    out = out.copy()
+    for side in ("m", "w"):
         out[f"cgs_{side}"] = assoc.cgs(out[f"p_{side}"], out[f"sim_{side}"])
     out["sim_oov"] = out["sim_m"].isna() | out["sim_w"].isna()
     return _preferences(out)

@@ -28,6 +28,15 @@ def winobias_predictions(frame: pd.DataFrame, sentences: SentenceScores, vectors
         out[f"prob_{side}"] = col.map(sentences.prob).astype(float)
         sims = [vectors.similarity(p, o) if o else None for p, o in zip(out[f"{side}_pronoun"], out["occupation"])]
         out[f"sim_{side}"] = np.array([np.nan if s is None else s for s in sims], dtype=np.float64)
+        out[f"cgs_{side}"] = np.nan  # filled by winobias_derived; created here to keep the table's column order
+    return winobias_derived(out)
+
+
+def winobias_derived(out: pd.DataFrame) -> pd.DataFrame:
+    """A WinoBias table's columns that follow from its stored probabilities and similarities: CGS and both
+    preferences (what :func:`winobias_predictions` writes; the benchmark's ``derive``)."""
+    out = out.copy()
+    for side in ("pro", "anti"):
         out[f"cgs_{side}"] = assoc.cgs(out[f"prob_{side}"], out[f"sim_{side}"])
     out["prefers_pro"] = prefers(out["prob_pro"], out["prob_anti"])
     out["cgs_prefers_pro"] = prefers(out["cgs_pro"], out["cgs_anti"])
@@ -71,6 +80,13 @@ def winogender_predictions(frame: pd.DataFrame, sentences: SentenceScores) -> pd
         out[f"logprob_{side}"] = col.map(sentences.logprob).astype(float)
         out[f"n_tokens_{side}"] = col.map(sentences.n_tokens).astype(int)
         out[f"prob_{side}"] = col.map(sentences.prob).astype(float)
+    return winogender_derived(out)
+
+
+def winogender_derived(out: pd.DataFrame) -> pd.DataFrame:
+    """A Winogender table's columns that follow from its stored probabilities: the male and neutral preferences
+    and the female log-ratio (what :func:`winogender_predictions` writes; the benchmark's ``derive``)."""
+    out = out.copy()
     out["prefers_male"] = prefers(out["prob_male"], out["prob_female"])
     out["female_logratio"] = np.log(out["prob_female"]) - np.log(out["prob_male"])
     out["prefers_neutral"] = out["prob_neutral"] > np.maximum(out["prob_male"], out["prob_female"])
