@@ -11,8 +11,8 @@ from the stored scores with its own code (:func:`biaslab.benchmarks.base.derive_
 the variant's and the base's tables.
 
 Tolerance: MLflow's ``log_table`` stores numbers with 10 decimals, so a column recomputed from the stored
-(rounded) scores differs from the stored (rounded) column: by up to 4.2e-10 for every column but one over the 44
-evaluate runs of a full ``make run``, and by 4.1e-8 for Winogender's ``female_logratio`` (a log-ratio of two rounded
+(rounded) scores differs from the stored (rounded) column: by up to 4.1e-10 for every column but one over the 46
+evaluate runs of a full-run workspace (``bench/derived_tolerance.py``), and by 4.1e-8 for Winogender's ``female_logratio`` (a log-ratio of two rounded
 mean probabilities near 1e-3 on the 2.9 M default model; a larger model's are larger, so its error is smaller).
 :data:`TOLERANCE` allows 1e-6 times the value's size (at least 1): 24 times the worst honest difference, and far
 below anything a verdict reads - a forged per-row shift under it moves any mean by less than 1e-6. A boolean or
