@@ -1,6 +1,6 @@
 """The gate's error rates: false refusals on A/A pairs, false approvals on known harm (docs/gate.md "Error rates").
 
-    python bench/gate_error_rates.py                       # A/A part only: metrics/draws/planted_draws.jsonl
+    python bench/gate_error_rates.py                       # A/A part only: calibrate.margins_draws (the sizing pairs)
     python bench/gate_error_rates.py --root <workspace>    # + spike-ins on its base's stored predictions and
                                                            #   the gate's verdict on its negative controls
     python bench/gate_error_rates.py --root <workspace> --aa-models bench/results/gate-tolerances-models
@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZING_DRAWS = ROOT / "metrics" / "draws" / "planted_draws.jsonl"  # the A/A pairs the committed margins were sized on
+
 IDEALS = {  # primary metric -> ideal as each benchmark declares it (target metrics); a workspace's metrics file wins
     "occugender/implicit_group_gap": 0.0,
     "rubia/pro_share/gender": 0.5,
@@ -120,8 +120,8 @@ def aa_harm_refusals(params, root: Path, models: list[Path], scratch: Path) -> d
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
-    parser.add_argument("--draws", type=Path, default=SIZING_DRAWS,
-                        help="A/A pairs to judge (default: the committed draws the margins were sized on)")
+    parser.add_argument("--draws", type=Path, default=None,
+                        help="A/A pairs to judge (default: calibrate.margins_draws, the draws the margins were sized on)")
     parser.add_argument("--root", type=Path, default=None, help="a workspace with evaluate outputs (base, controls)")
     parser.add_argument("--deltas", type=float, nargs="+", default=[0.0, 0.1, 0.25, 0.5, 1.0])
     parser.add_argument("--level", type=float, default=0.95, help="the margin rule's prediction level")
@@ -136,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     from biaslab.registry.error_rates import aa_false_refusals, spike_in_approvals, spill_over_families
 
     params = load_params(args.params)
+    sizing = ROOT / params.calibrate.margins_draws if params.calibrate.margins_draws else None  # sized the margins
+    if args.draws is None:
+        if sizing is None:
+            parser.error("--draws: params.yaml names no calibrate.margins_draws to default to")
+        args.draws = sizing
     margins = {f: m.tolerance for f, m in params.registry.spill_over_margins.items()}
     ideals = dict(IDEALS)
     if args.root is not None and (args.root / "metrics" / "base.json").is_file():
@@ -147,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     draws = [json.loads(line) for line in args.draws.read_text(encoding="utf-8").splitlines() if line.strip()]
     result = {"aa": aa_false_refusals(draws, margins, families, args.level)}
     aa = result["aa"]
-    print(f"## False refusals: spill-over on the {aa['pairs']} stored A/A pairs ({args.draws.name})\n")
+    print(f"## False refusals: spill-over on the {aa['pairs']} A/A pairs of {args.draws.name}\n")
     print("| A/A pair | family | CI high of Δ badness | committed margin | refused | leave-one-out margin "
           "| refused | old rule (largest \\|A/A Δ\\|), leave one out | refused |")
     print("|---|---|---|---:|---|---:|---|---:|---|")
@@ -156,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['pair']} | {r['family']} | {r['badness_ci_high']:+.4f} ({r['how']}) | {r['margin']:.3f} "
               f"| {'yes' if r['refused'] else 'no'} | {loo} | {'yes' if r['loo_refused'] else 'no'} "
               f"| {r['loo_largest_margin']:.3f} | {'yes' if r['loo_largest_refused'] else 'no'} |")
-    sample = ("in-sample where sized on these pairs" if args.draws.resolve() == SIZING_DRAWS.resolve() else
-              "out of sample: these pairs sized no margin")
+    sample = ("in-sample where sized on these pairs" if sizing is not None and args.draws.resolve() == sizing.resolve()
+              else "out of sample: these pairs sized no margin")
     print(f"\ncommitted margins ({sample}): {aa['refused']} of {aa['evaluations']} rule "
           f"evaluations refused ({aa['refused_pairs']} of {aa['pairs']} pairs); leave one out (each pair against "
           f"the margin the other pairs size, level {aa['level']:g}): {aa['loo_refused']} of {aa['loo_evaluations']} "

@@ -159,7 +159,10 @@ def gate_error_rates(params: Params, root: Path, base: dict,
     if params.calibrate.draws and (root / params.calibrate.draws).is_file():
         aa = error_rates.aa_false_refusals(draws.read_draws(root / params.calibrate.draws), margins, families)
     spikes = error_rates.spike_in_approvals(params, root, params.calibrate.spike_deltas)
-    return error_rates.render_markdown(aa, spikes, checks or []), error_rates.mlflow_metrics(aa, spikes)
+    cfg = params.calibrate
+    sized_on = None if cfg.margins_draws is None else Path(cfg.draws or "") == Path(cfg.margins_draws)
+    return (error_rates.render_markdown(aa, spikes, checks or [], source=cfg.draws, sized_on=sized_on),
+            error_rates.mlflow_metrics(aa, spikes))
 
 
 def gate_control_checks(params: Params, root: Path) -> list:

@@ -175,16 +175,33 @@ def test_the_recipe_hash_ignores_what_varies_per_draw_and_what_no_family_reads()
     assert across.recipe_hash(varied) != across.recipe_hash(params)
 
 
-def test_the_committed_draws_file_records_no_recipe_and_is_reported_stale():
+def test_the_first_draws_file_records_no_recipe_and_is_reported_stale():
     """The draws committed before issue 43 carry no params hash: "unknown recipe", not counted."""
     from biaslab.config import load_params
 
     params = load_params("params.yaml")
-    report = across.draws_report(params.calibrate.draws, params.model_dump(mode="json"))
+    first = "metrics/draws/planted_draws.jsonl"
+    report = across.draws_report(first, params.model_dump(mode="json"))
     assert report.markdown.startswith("**Across draws: not counted") and "no params hash" in report.markdown
     assert report.metrics["calibration/draws/stale"] == 1.0
     # its numbers, recomputed: the p-values docs/planted_bias.md quotes
-    rows = {r.family: r for r in across.across_draws(across.read_draws(params.calibrate.draws),
-                                                     params.calibrate.families)}
+    rows = {r.family: r for r in across.across_draws(across.read_draws(first), params.calibrate.families)}
     assert rows["rubia"].p_value == pytest.approx(0.471, abs=5e-4)
     assert rows["crows_pairs"].p_value == pytest.approx(0.714, abs=5e-4)
+
+
+def test_the_committed_draws_are_this_recipes_and_give_the_numbers_the_docs_quote():
+    """``calibrate.draws`` (4 planted + 4 A/A pairs drawn on a CPU, 2026-11-29) carries this params.yaml's recipe
+    hash, so calibrate counts it; its headline and p-values are the ones docs/planted_bias.md quotes."""
+    from biaslab.config import load_params
+
+    params = load_params("params.yaml")
+    report = across.draws_report(params.calibrate.draws, params.model_dump(mode="json"))
+    assert report.metrics["calibration/draws/stale"] == 0.0
+    assert report.markdown.startswith("**2 of 5 benchmark families detect the planted bias across draws**")
+    rows = {r.family: r for r in across.across_draws(across.read_draws(params.calibrate.draws),
+                                                     params.calibrate.families)}
+    assert all(len(r.effects) == 4 and len(r.aa_effects) == 4 for r in rows.values())
+    expected = {"gbem_ua": 0.014, "occugender": 0.014, "rubia": 0.171, "crows_pairs": 0.986, "cloze_gender": 0.443}
+    assert {f: round(r.p_value, 3) for f, r in rows.items()} == expected
+    assert [f for f, r in rows.items() if r.detected_across] == ["gbem_ua", "occugender"]

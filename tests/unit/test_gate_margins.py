@@ -68,6 +68,12 @@ def test_error_rates_count_a_a_refusals_against_committed_and_left_out_margins()
     assert "| 1 of 4 rule evaluations (1 of 4 pairs) |" in text and "| 0 of 3 |" in text
     assert "committed margins | the same pairs (in-sample for a margin they sized, out of sample for one sized on " \
            "selection items) | 1 of 4 (1 of 4 pairs; f) |" in text  # the family that refused is named
+    # which file, and whether it sized the margins (calibrate.margins_draws), is said, not assumed
+    other = render_markdown(aa, None, source="metrics/draws/new.jsonl", sized_on=False)
+    assert "| 4 A/A pairs of `metrics/draws/new.jsonl` x 1 families" in other
+    assert "the same pairs (out of sample: these pairs sized no margin) | 1 of 4" in other
+    sizing = render_markdown(aa, None, source="metrics/draws/old.jsonl", sized_on=True)
+    assert "the same pairs (in-sample for a margin sized on these pairs, out of sample for one sized on" in sizing
     two = aa_false_refusals(draws[:2], {"f": 0.1}, {"f": ("m", 0.5)})  # too few pairs for a left-out margin
     assert two["loo_evaluations"] == 0 and two["loo_largest_evaluations"] == 2  # each denominator its own rule's
     assert two["loo_largest_refused"] == 2  # 0.02 >= 0.015 and 0.03 >= 0.01: the other pair's |point Δ|

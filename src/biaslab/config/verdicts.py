@@ -29,6 +29,9 @@ class CalibrateConfig(Section):
         None, description="draws.jsonl of bench/planted_draws.py --aa (committed): the report's headline counts "
                           "families by the across-draw test on it (biaslab.calibration.draws); null = one draw only")
     draws_recipe: str = Field("committed", description="the recipe of the draws file the headline reads")
+    margins_draws: str | None = Field(
+        None, description="the draws file whose A/A pairs sized registry.spill_over_margins: the report counts a "
+                          "false refusal of those pairs as in-sample, of any other file's as out of sample")
     draws_alpha: float = Field(0.05, gt=0, lt=1, description="the across-draw test's level (one-sided)")
 
     @model_validator(mode="after")

@@ -135,17 +135,22 @@ def spike_in_approvals(params: Params, root: Path, deltas: Sequence[float]) -> d
 
 
 def render_markdown(aa: Mapping[str, Any] | None, spikes: Mapping[str, Any] | None,
-                    controls: Sequence[Any] = ()) -> str:
-    """The report's section: each error rate with its count (docs/gate.md "Error rates")."""
+                    controls: Sequence[Any] = (), *, source: str | None = None, sized_on: bool | None = None) -> str:
+    """The report's section: each error rate with its count (docs/gate.md "Error rates"). ``source``: the draws
+    file the A/A pairs come from; ``sized_on``: whether the committed margins were sized on those pairs
+    (``calibrate.margins_draws``; ``None``: not known, the wording names both cases)."""
     lines = ["## The gate's error rates", "", "| error | measured on | count |", "|---|---|---|"]
     if aa:
         families = aa["evaluations"] // max(aa["pairs"], 1)
-        lines.append(f"| false refusal (spill-over) | {aa['pairs']} stored A/A pairs x {families} "
+        pairs = f"A/A pairs of `{source}`" if source else "stored A/A pairs"
+        sample = {True: "in-sample for a margin sized on these pairs, out of sample for one sized on selection items",
+                  False: "out of sample: these pairs sized no margin",
+                  None: "in-sample for a margin they sized, out of sample for one sized on selection items"}[sized_on]
+        lines.append(f"| false refusal (spill-over) | {aa['pairs']} {pairs} x {families} "
                      f"families, leave one out (margin sized on the other pairs) | {aa['loo_refused']} of "
                      f"{aa['loo_evaluations']} rule evaluations ({aa['loo_refused_pairs']} of {aa['pairs']} pairs) |")
         refused_in = sorted({r["family"] for r in aa["rows"] if r["refused"]})
-        lines.append(f"| false refusal (spill-over), committed margins | the same pairs (in-sample for a margin they "
-                     f"sized, out of sample for one sized on selection items) | {aa['refused']} of "
+        lines.append(f"| false refusal (spill-over), committed margins | the same pairs ({sample}) | {aa['refused']} of "
                      f"{aa['evaluations']} ({aa['refused_pairs']} of {aa['pairs']} pairs"
                      + (f"; {', '.join(refused_in)}" if refused_in else "") + ") |")
         lines.append(f"| false refusal, old rule (largest \\|A/A Δ\\|) | the same pairs, leave one out | "
