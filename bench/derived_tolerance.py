@@ -4,7 +4,7 @@ MLflow's ``log_table`` stores numbers with 10 decimals, so a column recomputed f
 differs from the stored (rounded) column a little. This prints, per derived column, the largest
 ``|Δ| / max(1, |value|)`` over every evaluate run's ``predictions/*.json`` artifacts in a local store, and the
 count of boolean or text mismatches - the measurement ``registry.derived.TOLERANCE`` was set above. It also runs
-the promoter's check (``derived_row``) on each run::
+the promoter's check (``derived_row``) on each run; both read the check's own walk (``recompute``)::
 
     python bench/derived_tolerance.py                         # in a workspace after `make run`
     python bench/derived_tolerance.py --artifacts mlruns/artifacts --params params.yaml
@@ -42,10 +42,8 @@ def main() -> None:
     import pandas as pd
     import yaml
 
-    from biaslab.benchmarks.base import derive_of
-    from biaslab.benchmarks.registry import benchmark_of
     from biaslab.config import Params
-    from biaslab.registry.derived import TOLERANCE, derived_row
+    from biaslab.registry.derived import TOLERANCE, derived_row, recompute
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--artifacts", type=Path, default=ROOT / "mlruns" / "artifacts")
@@ -60,33 +58,20 @@ def main() -> None:
         tables = _tables(run)
         if not derived_row(params, _Evidence(tables), ["run"]).passed:
             refused += 1
-        by: dict[str, dict[str, object]] = {}
-        for key, frame in tables.items():
-            name, _, table = key.partition("__")
-            by.setdefault(name, {})[table] = frame
-        for name, own in by.items():
-            found = benchmark_of(params.evaluation.benchmarks, name)
-            derive = derive_of(found[0]) if found else None
-            if derive is None:
-                continue
-            given = {t: f.copy() for t, f in own.items()}
-            for table, fresh in derive(given, dict(found[1])).items():
-                if fresh is given.get(table) or table not in own:
+        for table, stored, fresh in recompute(params, tables).pairs:  # the check's own walk
+            for column in fresh.columns:
+                a, z = fresh[column], stored[column]
+                key = f"{table}.{column}"
+                if a.dtype == bool or z.dtype == bool or not pd.api.types.is_numeric_dtype(a):
+                    differ = (a.astype(object) != z.astype(object)) & ~(a.isna() & z.isna())
+                    mismatches[key] = mismatches.get(key, 0) + int(differ.sum())
                     continue
-                stored = own[table]
-                for column in fresh.columns:
-                    a, z = fresh[column], stored[column]
-                    key = f"{name}__{table}.{column}"
-                    if a.dtype == bool or z.dtype == bool or not pd.api.types.is_numeric_dtype(a):
-                        differ = (a.astype(object) != z.astype(object)) & ~(a.isna() & z.isna())
-                        mismatches[key] = mismatches.get(key, 0) + int(differ.sum())
-                        continue
-                    values = a.astype(float).to_numpy()
-                    kept = pd.to_numeric(z, errors="coerce").to_numpy(dtype=float)
-                    both = ~(np.isnan(values) & np.isnan(kept))
-                    if both.any():
-                        rel = np.abs(values - kept)[both] / np.maximum(1.0, np.abs(kept[both]))
-                        worst[key] = max(worst.get(key, 0.0), float(np.nan_to_num(rel, nan=np.inf).max()))
+                values = a.astype(float).to_numpy()
+                kept = pd.to_numeric(z, errors="coerce").to_numpy(dtype=float)
+                both = ~(np.isnan(values) & np.isnan(kept))
+                if both.any():
+                    rel = np.abs(values - kept)[both] / np.maximum(1.0, np.abs(kept[both]))
+                    worst[key] = max(worst.get(key, 0.0), float(np.nan_to_num(rel, nan=np.inf).max()))
     print(f"{len(runs)} evaluate runs under {args.artifacts}; derived_row refused {refused}")
     print(f"boolean/text mismatches: {sum(mismatches.values())}"
           + "".join(f"\n  {k}: {v}" for k, v in sorted(mismatches.items()) if v))

@@ -24,6 +24,7 @@ as not checked.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from biaslab.registry.gate import RuleResult
@@ -69,59 +70,95 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def derived_row(params: Any, evidence: Any, variants: Iterable[str], *, tolerance: float = TOLERANCE) -> RuleResult:
-    """One gate row: every derived column of each of ``variants``' prediction tables in ``evidence`` recomputed
-    by its benchmark from the stored scores (see the module docstring); fails naming variant, table, row, column
-    and both values on the first difference."""
+class NotRecomputable(ValueError):
+    """A benchmark's code cannot recompute its derived columns from the stored tables (a score column or a
+    table it reads is missing)."""
+
+
+@dataclass
+class Recomputation:
+    """One version's prediction tables next to their benchmarks' recomputation from the stored scores.
+
+    ``pairs``: ``(<benchmark>__<table>, stored frame, recomputed frame)`` for every stored table whose benchmark
+    recomputes a column of it; ``as_stored``: tables whose benchmark recomputes nothing in them (only raw
+    scores); ``unchecked``: tables of a benchmark that offers neither ``derive`` nor ``spike``."""
+
+    pairs: list[tuple[str, Any, Any]] = field(default_factory=list)
+    as_stored: set[str] = field(default_factory=set)
+    unchecked: set[str] = field(default_factory=set)
+
+
+def recompute(params: Any, stored_tables: dict[str, Any]) -> Recomputation:
+    """Each benchmark's derived columns of ``stored_tables`` (``{<benchmark>__<table>: frame}``, as evidence
+    ``predictions`` gives them) recomputed from their stored scores by the benchmark's own code
+    (:func:`biaslab.benchmarks.base.derive_of`, options from ``params``). The one walk both :func:`derived_row`
+    and ``bench/derived_tolerance.py`` read. Raises :class:`NotRecomputable` when a benchmark's code cannot."""
     from biaslab.benchmarks.base import derive_of
     from biaslab.benchmarks.registry import benchmark_of
 
+    out = Recomputation()
+    for name, tables in sorted(_by_benchmark(stored_tables).items()):
+        found = benchmark_of(params.evaluation.benchmarks, name)
+        derive = derive_of(found[0]) if found is not None else None
+        if derive is None:
+            out.unchecked.update(f"{name}__{t}" for t in tables)
+            continue
+        given = {t: f.copy() for t, f in tables.items()}
+        try:
+            fresh = derive(given, dict(found[1]))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise NotRecomputable(f"benchmark {name}: its derived columns cannot be recomputed from the stored "
+                                  f"tables ({type(exc).__name__}: {exc}); the evidence lacks what the benchmark "
+                                  "wrote") from exc
+        for table, frame in sorted(fresh.items()):
+            stored = tables.get(table)
+            if stored is None:  # a table the benchmark's code adds: nothing stored to compare
+                continue
+            if frame is given.get(table):  # handed back as it came: the benchmark recomputes nothing in it
+                out.as_stored.add(f"{name}__{table}")
+                continue
+            out.pairs.append((f"{name}__{table}", stored, frame))
+    return out
+
+
+def _table_problem(who: str, key: str, stored: Any, frame: Any, tolerance: float) -> str | None:
+    """Why ``who``'s stored table ``key`` is not its recomputation ``frame`` (row count, a missing column, the
+    first differing value), or ``None``."""
+    if len(frame) != len(stored):
+        return f"{who!r} table {key}: {len(stored)} stored rows, {len(frame)} recomputed"
+    for column in frame.columns:
+        if column not in stored.columns:
+            return f"{who!r} table {key}: no column {column} (a column the benchmark writes and the gate may read)"
+        difference = _first_difference(stored[column].to_numpy(), frame[column].to_numpy(), tolerance)
+        if difference is not None:
+            i, s, f = difference
+            return (f"{who!r} table {key} row {i} column {column}: stored {_plain(s)!r}, recomputed from the "
+                    f"stored scores {_plain(f)!r}; the evidence's derived columns are not the benchmark's "
+                    "arithmetic over its scores")
+    return None
+
+
+def derived_row(params: Any, evidence: Any, variants: Iterable[str], *, tolerance: float = TOLERANCE) -> RuleResult:
+    """One gate row: every derived column of each of ``variants``' prediction tables in ``evidence`` recomputed
+    by its benchmark from the stored scores (:func:`recompute`; see the module docstring); fails naming variant,
+    table, row, column and both values on the first difference."""
     checked: dict[str, int] = {}  # <benchmark>__<table> -> rows checked (all versions)
     unchecked: set[str] = set()
-    as_stored: set[str] = set()  # tables whose benchmark recomputes no column of them (e.g. only raw scores)
+    as_stored: set[str] = set()
     for who in variants:
         try:
-            stored_tables = evidence.predictions(who)
+            found = recompute(params, evidence.predictions(who))
+        except NotRecomputable as exc:
+            return RuleResult("evidence", "derived_columns", ASKS, False, f"{who!r} {exc}")
         except (OSError, ValueError) as exc:  # BiaslabError subclasses of both: missing or malformed evidence
             return RuleResult("evidence", "derived_columns", ASKS, False, f"predictions of {who!r} unreadable: {exc}")
-        for name, tables in sorted(_by_benchmark(stored_tables).items()):
-            found = benchmark_of(params.evaluation.benchmarks, name)
-            derive = derive_of(found[0]) if found is not None else None
-            if derive is None:
-                unchecked.update(f"{name}__{t}" for t in tables)
-                continue
-            given = {t: f.copy() for t, f in tables.items()}
-            try:
-                fresh = derive(given, dict(found[1]))
-            except (KeyError, ValueError, TypeError) as exc:  # a score column or a table its code reads is missing
-                return RuleResult("evidence", "derived_columns", ASKS, False,
-                                  f"{who!r} benchmark {name}: its derived columns cannot be recomputed from the "
-                                  f"stored tables ({type(exc).__name__}: {exc}); the evidence lacks what the "
-                                  "benchmark wrote")
-            for table, frame in sorted(fresh.items()):
-                stored = tables.get(table)
-                key = f"{name}__{table}"
-                if stored is None:  # a table the benchmark's code adds: nothing stored to compare
-                    continue
-                if frame is given.get(table):  # handed back as it came: the benchmark recomputes nothing in it
-                    as_stored.add(key)
-                    continue
-                if len(frame) != len(stored):
-                    return RuleResult("evidence", "derived_columns", ASKS, False,
-                                      f"{who!r} table {key}: {len(stored)} stored rows, {len(frame)} recomputed")
-                for column in frame.columns:
-                    if column not in stored.columns:
-                        return RuleResult("evidence", "derived_columns", ASKS, False,
-                                          f"{who!r} table {key}: no column {column} (a column the benchmark "
-                                          "writes and the gate may read)")
-                    difference = _first_difference(stored[column].to_numpy(), frame[column].to_numpy(), tolerance)
-                    if difference is not None:
-                        i, s, f = difference
-                        return RuleResult("evidence", "derived_columns", ASKS, False,
-                                          f"{who!r} table {key} row {i} column {column}: stored {_plain(s)!r}, "
-                                          f"recomputed from the stored scores {_plain(f)!r}; the evidence's derived "
-                                          "columns are not the benchmark's arithmetic over its scores")
-                checked[key] = checked.get(key, 0) + len(stored)
+        unchecked |= found.unchecked
+        as_stored |= found.as_stored
+        for key, stored, frame in found.pairs:
+            problem = _table_problem(who, key, stored, frame, tolerance)
+            if problem is not None:
+                return RuleResult("evidence", "derived_columns", ASKS, False, problem)
+            checked[key] = checked.get(key, 0) + len(stored)
     note = f"; no column recomputed by its benchmark: {', '.join(sorted(as_stored))}" if as_stored else ""
     if unchecked:
         note += f"; not checked (the benchmark offers neither derive nor spike): {', '.join(sorted(unchecked))}"
@@ -133,4 +170,4 @@ def derived_row(params: Any, evidence: Any, variants: Iterable[str], *, toleranc
                       f"{note}")
 
 
-__all__ = ["ASKS", "TOLERANCE", "derived_row"]
+__all__ = ["ASKS", "TOLERANCE", "NotRecomputable", "Recomputation", "derived_row", "recompute"]

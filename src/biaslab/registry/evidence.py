@@ -85,6 +85,7 @@ class RunEvidence:
         self._read: dict[str, dict[str, str]] = {}
         self._dirs: dict[str, Path] = {}
         self._metrics: dict[str, VariantMetrics] = {}
+        self._predictions: dict[str, dict[str, pd.DataFrame]] = {}
 
     def _run_id(self, variant: str) -> str:
         run_id = self.run_ids.get(variant)
@@ -135,6 +136,14 @@ class RunEvidence:
         return self._metrics[variant]
 
     def predictions(self, variant: str) -> dict[str, pd.DataFrame]:
+        """The run's prediction tables, downloaded, hashed and parsed once per variant: the gate, the re-scoring
+        sample, the derived-column check and the binding check all read the bytes the binding check hashed
+        (a copy of each table, so no reader changes another's)."""
+        if variant not in self._predictions:
+            self._predictions[variant] = self._read_predictions(variant)
+        return {name: frame.copy() for name, frame in self._predictions[variant].items()}
+
+    def _read_predictions(self, variant: str) -> dict[str, pd.DataFrame]:
         import json
 
         import pandas as pd
