@@ -182,3 +182,29 @@ def test_full_model_resolves_to_its_own_fingerprint(cache, hook_overlay):
     resolved = variant_dir.resolve(base)
     assert resolved.kind == "full" and resolved.manifest is None and resolved.base is None
     assert load_variant_model(resolved).fingerprint == resolved.fingerprint == load_model(base).fingerprint
+
+
+def test_a_large_directory_just_written_is_waited_for_and_remembered(cache, reads, model_dir, monkeypatch):
+    """base_model fingerprints the checkpoint it has just written: for a large one (SETTLE_BYTES) the fingerprint
+    waits out the racy window (at most RACY_SECONDS) and is remembered, so the next stage does not hash it again;
+    a small one is hashed again rather than waited for."""
+    import time
+
+    slept = []
+
+    def sleep(seconds):  # the racy window passes without the test waiting for it
+        slept.append(seconds)
+        monkeypatch.setattr(fingerprint_cache, "RACY_SECONDS", 0.0)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(fingerprint_cache, "RACY_SECONDS", 3600.0)  # everything counts as just written
+    variant_dir.fingerprint_dir(model_dir)
+    variant_dir.fingerprint_dir(model_dir)
+    assert reads["model.safetensors"] == 2 and slept == []  # small: not worth a wait
+
+    monkeypatch.setattr(fingerprint_cache, "SETTLE_BYTES", 1)
+    monkeypatch.setattr(fingerprint_cache, "RACY_SECONDS", 2.0)
+    os.utime(model_dir / "model.safetensors")  # written now
+    first = variant_dir.fingerprint_dir(model_dir)
+    assert len(slept) == 1 and 0 < slept[0] <= 2.0
+    assert variant_dir.fingerprint_dir(model_dir) == first and reads["model.safetensors"] == 3  # remembered

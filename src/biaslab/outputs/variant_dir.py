@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,6 +91,9 @@ def fingerprint_dir(path: str | os.PathLike[str], *, besides: frozenset[str] = f
     if not verify and (cached := fingerprint_cache.lookup(key)) is not None:
         HASHED["cache_hits"] += 1
         return cached
+    if not stable and fingerprint_cache.worth_settling(files):  # just written and large: wait (<= 2 s), then
+        time.sleep(fingerprint_cache.settle_seconds(files))     # read once and remember it for the next stage
+        key, stable = fingerprint_cache.signature(path, files, extra=",".join(sorted(besides)))
     digest, nbytes = hashlib.sha256(), 0
     for file in files:
         digest.update(str(file.relative_to(path)).encode())
