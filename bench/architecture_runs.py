@@ -35,8 +35,11 @@ and at most three full copies of the checkpoint in ``models/`` + ``mlruns/``. Re
 
 ``--fit`` reads stored runs of one shape at two sizes and fits each stage's wall time as
 ``a + b * parameters`` (the data, steps and items are the same at both sizes, so ``b`` carries the tokens;
-``a`` is start-up and everything that does not grow with the model). It prints the fit and a *prediction*
-for an 8 B model on one H100, stated with its assumptions (:func:`predict_h100`): never a measurement.
+``a`` is start-up and everything that does not grow with the model) and each stage's checkpoint passes (bytes
+read and written, and loads, against the checkpoint's size). It prints the fit and a *prediction* for an 8 B
+model on one H100 - fixed part, compute, checkpoint bytes at two rates - stated with its assumptions
+(:func:`predict_h100`): never a measurement. Fit runs of the whole data (``--sample 0``): on sampled data the
+part that grows with the model is lost in start-up.
 This is a benchmark, not a test: nothing asserts; a failed stage stops the run and is reported.
 """
 
@@ -267,31 +270,59 @@ def markdown(record: dict) -> str:
 # --------------------------------------------------------------------------- the cost model
 H100_BF16_FLOPS = 989e12  # dense bf16 peak of an H100 SXM
 H100_UTILISATION = 0.35   # assumed share of peak a batch-scoring / LoRA step reaches: an assumption, not measured
+CHECKPOINT_8B = 16.07e9   # Llama-3.1-8B's bf16 safetensors (docs/bytes.md: C)
+BYTE_RATES = {"270 MB/s (SHA-256 on this CPU: every byte read hashed at its rate)": 270e6,
+              "1.5 GB/s (an NVMe disk; hashing with SHA extensions)": 1.5e9}
+LOADS_RSS = 0.5  # a stage whose peak RSS grows by >= half the checkpoint's growth holds the model: one load of it
 
 
 def fit(records: list[dict]) -> dict[str, dict[str, float]]:
-    """Per stage ``seconds = a + b * parameters`` through the two sizes of one shape (same data, same steps)."""
+    """Per stage, through the two sizes of one shape (same data, same steps):
+
+    * ``seconds = a + b * parameters``: ``b`` carries the tokens (the same at both sizes), ``a`` is start-up and
+      everything that does not grow with the model;
+    * ``read`` / ``written``: checkpoint passes, the slope of the stage's bytes read / written against the
+      checkpoint's bytes (what grows with the model; Python's modules and the data cancel out). A model
+      loaded through ``mmap`` is not in these counters (page faults are not ``read`` calls): ``loads`` (1 when the
+      stage's peak RSS grows by at least :data:`LOADS_RSS` of the checkpoint's growth) counts it."""
     small, large = sorted(records, key=lambda r: r["n_parameters"])
+    p1, p2 = small["n_parameters"], large["n_parameters"]
+    c1, c2 = small["checkpoint_bytes"], large["checkpoint_bytes"]
     out = {}
     for stage in small["stages"]:
         if stage not in large["stages"]:
             continue
-        t1, t2 = small["stages"][stage]["seconds"], large["stages"][stage]["seconds"]
-        p1, p2 = small["n_parameters"], large["n_parameters"]
-        b = max(0.0, (t2 - t1) / (p2 - p1))
-        out[stage] = {"a": max(0.0, t1 - b * p1), "b": b}
+        s, l = small["stages"][stage], large["stages"][stage]
+        b = max(0.0, (l["seconds"] - s["seconds"]) / (p2 - p1))
+        passes = {key: max(0.0, round((l[f"{key}_bytes"] - s[f"{key}_bytes"]) / (c2 - c1), 1))
+                  for key in ("read", "written")}
+        loads = float((l["peak_rss_bytes"] - s["peak_rss_bytes"]) / (c2 - c1) >= LOADS_RSS)
+        out[stage] = {"a": max(0.0, s["seconds"] - b * p1), "b": b, **passes, "loads": loads}
     return out
 
 
 def predict_h100(model: dict[str, dict[str, float]], cpu_flops: float, parameters: float = 8.0e9,
-                 data_scale: float = 1.0, startup_seconds: float = 25.0) -> dict[str, float]:
-    """A *prediction* per stage for ``parameters`` on one H100: the part that grows with the model (``b * P``,
-    CPU seconds per parameter at the measured data size) scaled by ``data_scale`` (whole data / sampled
-    data) and by the ratio of this CPU's measured FLOP/s to the H100's assumed effective FLOP/s
-    (:data:`H100_BF16_FLOPS` x :data:`H100_UTILISATION`), plus ``startup_seconds`` per stage (measured on an
-    H200 host: ``bench/gpu_smoke.py`` STARTUP_SECONDS)."""
+                 data_scale: float = 1.0, startup_seconds: float = 25.0, checkpoint_bytes: float = CHECKPOINT_8B,
+                 byte_rate: float = 1.5e9) -> dict[str, dict[str, float]]:
+    """A *prediction* per stage for ``parameters`` on one H100, in three parts (seconds):
+
+    * ``fixed``: the stage's ``a`` measured here (start-up, data, bootstrap, logging: none of it grows with the
+      model); a stage that loads the model pays at least ``startup_seconds`` (measured on an H200 host:
+      ``bench/gpu_smoke.py`` STARTUP_SECONDS, imports and CUDA set-up);
+    * ``compute``: the part that grows with the model (``b * P``, CPU seconds per parameter at the measured data
+      size) scaled by ``data_scale`` (whole data / sampled data; 1 for ``--sample 0``) and by the ratio of this
+      CPU's measured FLOP/s to the H100's assumed effective FLOP/s (:data:`H100_BF16_FLOPS` x
+      :data:`H100_UTILISATION`);
+    * ``bytes``: the checkpoint passes the stage made here (``read`` + ``written`` + ``loads``) over a
+      ``checkpoint_bytes`` checkpoint at ``byte_rate`` (:data:`BYTE_RATES`: an assumption, given as a range)."""
     speedup = H100_BF16_FLOPS * H100_UTILISATION / cpu_flops
-    return {stage: startup_seconds + c["b"] * parameters * data_scale / speedup for stage, c in model.items()}
+    out = {}
+    for stage, c in model.items():
+        fixed = max(c["a"], startup_seconds) if c.get("loads") else c["a"]
+        passes = c.get("read", 0.0) + c.get("written", 0.0) + c.get("loads", 0.0)
+        out[stage] = {"fixed": fixed, "compute": c["b"] * parameters * data_scale / speedup,
+                      "bytes": passes * checkpoint_bytes / byte_rate}
+    return out
 
 
 def cpu_matmul_flops() -> float:
@@ -331,11 +362,19 @@ def main() -> int:
                 print(f"{shape}: needs two completed sizes, has {len(runs)}")
                 continue
             model = fit(runs)
-            predicted = predict_h100(model, flops, data_scale=args.data_scale)
             print(f"{shape}: CPU {flops / 1e9:.0f} GFLOP/s measured; PREDICTED 8 B on one H100 (assumptions in "
-                  f"predict_h100): {sum(predicted.values()) / 60:.0f} min")
+                  f"predict_h100), data scale {args.data_scale:g}:")
+            for label, rate in BYTE_RATES.items():
+                predicted = predict_h100(model, flops, data_scale=args.data_scale, byte_rate=rate)
+                parts = {part: sum(p[part] for p in predicted.values()) / 60 for part in ("fixed", "compute", "bytes")}
+                print(f"  checkpoint bytes at {label}: {sum(parts.values()):.0f} min "
+                      f"(fixed {parts['fixed']:.1f} + compute {parts['compute']:.1f} + bytes {parts['bytes']:.1f})")
+            predicted = predict_h100(model, flops, data_scale=args.data_scale)
             for stage, c in model.items():
-                print(f"  {stage}: a {c['a']:.1f} s + b {c['b'] * 1e6:.3f} s/M params -> {predicted[stage]:.0f} s")
+                p = predicted[stage]
+                print(f"  {stage}: a {c['a']:.1f} s + b {c['b'] * 1e6:.3f} s/M params; checkpoint passes read "
+                      f"{c['read']:.1f}, written {c['written']:.1f}, loads {c['loads']:.0f} -> fixed {p['fixed']:.0f} s "
+                      f"+ compute {p['compute']:.0f} s + bytes {p['bytes']:.0f} s")
         return 0
     if not (args.tokenizer / "tokenizer.json").exists():
         parser.error(f"--tokenizer {args.tokenizer}: no tokenizer.json (run the base_model stage, or name a folder)")
