@@ -369,7 +369,7 @@ def main() -> int:
                 parts = {part: sum(p[part] for p in predicted.values()) / 60 for part in ("fixed", "compute", "bytes")}
                 print(f"  checkpoint bytes at {label}: {sum(parts.values()):.0f} min "
                       f"(fixed {parts['fixed']:.1f} + compute {parts['compute']:.1f} + bytes {parts['bytes']:.1f})")
-            predicted = predict_h100(model, flops, data_scale=args.data_scale)
+            print(f"  per stage (checkpoint bytes at {label}):")  # the last rate's prediction, from the loop
             for stage, c in model.items():
                 p = predicted[stage]
                 print(f"  {stage}: a {c['a']:.1f} s + b {c['b'] * 1e6:.3f} s/M params; checkpoint passes read "
