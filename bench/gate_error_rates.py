@@ -5,6 +5,8 @@
                                                            #   the gate's verdict on its negative controls
     python bench/gate_error_rates.py --root <workspace> --aa-models bench/results/gate-tolerances-models
                                                            # + the whole gate's harm rules on re-seeded controls
+    python bench/gate_error_rates.py --draws <planted_draws.py --aa-only --select occugender output>
+                                                           # + the margin those pairs size on the selection items
 
 **False refusal (A/A).** Two models of one recipe that differ only in their draw (the control and a control
 re-seeded after the shared phase; ``bench/planted_draws.py --aa``) are harmless to each other: a harm rule
@@ -169,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
           f"({aa['loo_refused_pairs']} of {aa['pairs']} pairs); the old rule (largest |A/A point difference|), leave "
           f"one out: {aa['loo_largest_refused']} of {aa['loo_largest_evaluations']} ({aa['loo_largest_refused_pairs']} of "
           f"{aa['pairs']} pairs)")
+    for family, sized in aa["sized_on_select"].items():
+        highs = ", ".join(f"{h:+.4f}" + ("" if exact else " (bound)") for _, h, exact in sized["highs"])
+        print(f"\n{family}: these pairs on its selection items (`--select`), CI highs of Δ badness {highs} -> "
+              f"margin {sized['margin']:.3f} (level {aa['level']:g}); committed {margins.get(family, 0.0):.3f}")
     if args.root is not None:
         sys.path.insert(0, str(ROOT))  # pipelines.calibrate, pipelines.evaluate
         from biaslab.cpu_arithmetic import pin

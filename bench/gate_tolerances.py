@@ -36,15 +36,16 @@ SPILL_OVER = {"occugender": "occugender/implicit_group_gap"}
 prediction bound of the A/A pairs' paired CI high of Δ badness (biaslab.calibration.margins; docs/gate.md)."""
 
 
-def evaluate_on_selection(params, model_dir: str, root: Path):
-    """The harm and spill-over benchmarks (GBEM-UA, lm_quality, agreement where enabled, OccuGender) of the
-    model in ``model_dir`` on the selection items: the suite's ``Evaluation`` (metrics and predictions)."""
+def evaluate_on_selection(params, model_dir: str, root: Path, benchmarks=None):
+    """``benchmarks`` (default: the harm and spill-over ones - GBEM-UA, lm_quality, agreement where enabled,
+    OccuGender) of the model in ``model_dir`` on the selection items: the suite's ``Evaluation`` (metrics and
+    predictions)."""
     from biaslab.config import Params
     from biaslab.evaluation import suite
 
     raw = copy.deepcopy(params.model_dump(mode="json"))
     raw["variants"]["base"]["model_dir"] = model_dir
-    wanted = {m.split("/")[0] for m in [*METRICS, *SPILL_OVER.values()]}
+    wanted = set(benchmarks) if benchmarks is not None else {m.split("/")[0] for m in [*METRICS, *SPILL_OVER.values()]}
     for name, entry in raw["evaluation"]["benchmarks"].items():
         entry["enabled"] = entry.get("enabled", True) and name in wanted
     scored = Params.model_validate(raw)

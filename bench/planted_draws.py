@@ -92,7 +92,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--aa", action="store_true",
                         help="also an A/A pair per draw: the control against a second control whose continuation "
                              f"is re-seeded (planted_bias.seed + {AA_SEED_OFFSET}); its 'detections' are false positives")
+    parser.add_argument("--aa-only", action="store_true",
+                        help="only the A/A pairs (implies --aa): no planted model, a third less training")
+    parser.add_argument("--select", nargs="+", default=[], metavar="FAMILY",
+                        help="also score these families' benchmarks on their selection items (docs/splits.md; "
+                             "e.g. occugender) and record each pair's paired reading there (a draw's 'select')")
     args = parser.parse_args(argv)
+    args.aa = args.aa or args.aa_only
     args.recipes = args.recipes or [(COMMITTED, {})]
     names = [name for name, _ in args.recipes]
     if len(set(names)) != len(names):
@@ -102,11 +108,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------- params of a draw
 @functools.cache
-def _gpu_smoke():
-    """bench/gpu_smoke.py loaded by path, once (bench/ on sys.path would shadow the requests package)."""
+def _bench_module(name: str):
+    """``bench/<name>.py`` loaded by path, once (bench/ on sys.path would shadow the requests package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "bench" / "gpu_smoke.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -114,7 +120,7 @@ def _gpu_smoke():
 
 def overlay_params(params: dict, overlay: Mapping[str, Any]) -> dict:
     """gpu_smoke's dotted-key overlay (sets each dotted key of ``overlay`` in ``params``)."""
-    return _gpu_smoke().overlay_params(params, dict(overlay))
+    return _bench_module("gpu_smoke").overlay_params(params, dict(overlay))
 
 
 def draw_params(workspace: Path, common: Mapping[str, Any], overlay: Mapping[str, Any], seed: int,
@@ -168,10 +174,11 @@ def shared_task(raw: dict, out_dir: str, device: str) -> dict:
 
 
 def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, device: str,
-               tables: tuple[str, ...] = ()) -> dict:
+               tables: tuple[str, ...] = (), select: tuple[str, ...] = ()) -> dict:
     """Continue ``checkpoint_dir`` with planted text of ``direction``, save it, score it: its metrics, and the
     prediction ``tables`` (``<benchmark>__<table>``) the paired reading needs; every table is written under
-    ``model_dir/predictions``."""
+    ``model_dir/predictions``. The benchmarks named in ``select`` are scored again on their selection items
+    (``select_metrics``, ``select_predictions``; tables under ``model_dir/predictions/select``)."""
     from biaslab.evaluation import suite as evaluation
     from biaslab.config import Params
     from biaslab.pretrain.phases import continue_training, save_continued
@@ -189,11 +196,21 @@ def model_task(raw: dict, checkpoint_dir: str, direction: str, model_dir: str, d
     for name, frame in result.predictions.items():
         frame.to_parquet(Path(model_dir) / "predictions" / f"{name}.parquet", index=False)
     summary = json.loads((Path(model_dir) / "training_summary.json").read_text(encoding="utf-8"))
-    return {"direction": direction, "train_seconds": round(trained, 1),
-            "score_seconds": round(time.perf_counter() - started - trained, 1),
-            "final_train_loss": summary["final_train_loss"], "val_bits_per_char": summary["val_bits_per_char"],
-            "metrics": {name: mv.to_dict() for name, mv in result.metrics.items()},
-            "predictions": {name: result.predictions[name] for name in tables if name in result.predictions}}
+    record = {"direction": direction, "train_seconds": round(trained, 1),
+              "score_seconds": round(time.perf_counter() - started - trained, 1),
+              "final_train_loss": summary["final_train_loss"], "val_bits_per_char": summary["val_bits_per_char"],
+              "metrics": {name: mv.to_dict() for name, mv in result.metrics.items()},
+              "predictions": {name: result.predictions[name] for name in tables if name in result.predictions}}
+    if select:
+        chosen = _bench_module("gate_tolerances").evaluate_on_selection(scored, model_dir, Path(model_dir).parent,
+                                                                       benchmarks=select)
+        (Path(model_dir) / "predictions" / "select").mkdir(exist_ok=True)
+        for name, frame in chosen.predictions.items():
+            frame.to_parquet(Path(model_dir) / "predictions" / "select" / f"{name}.parquet", index=False)
+        record["select_metrics"] = {name: mv.to_dict() for name, mv in chosen.metrics.items()}
+        record["select_predictions"] = {name: chosen.predictions[name] for name in tables
+                                        if name in chosen.predictions}
+    return record
 
 
 # --------------------------------------------------------------------------- the verdicts
@@ -293,6 +310,20 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def selection_benchmarks(families: Mapping[str, Mapping[str, str]], statistics: Mapping[str, tuple[str, Any]],
+                         chosen: list[str]) -> tuple[str, ...]:
+    """The benchmarks of the ``chosen`` families' primary metrics (what ``--select`` scores on selection items)."""
+    out = []
+    for family in chosen:
+        if family not in families or not families[family]:
+            raise SystemExit(f"planted-draws: --select {family}: not a calibrate family ({', '.join(families)})")
+        metric = next(iter(families[family]))
+        if metric not in statistics:
+            raise SystemExit(f"planted-draws: --select {family}: {metric} has no item statistic to pair")
+        out.append(statistics[metric][0])
+    return tuple(dict.fromkeys(out))
+
+
 # --------------------------------------------------------------------------- the run
 def resolve_device(asked: str) -> str:
     import torch
@@ -308,12 +339,13 @@ def log(message: str) -> None:
     print(f"planted-draws {time.strftime('%H:%M:%S')}: {message}", file=sys.stderr, flush=True)
 
 
-def model_roles(raw: Mapping[str, Any], aa: bool) -> dict[str, tuple[dict, str]]:
-    """The models of one draw: ``{role: (params, direction)}``: ``planted``, ``balanced`` (the control) and, with
-    ``aa``, ``balanced-reseeded``: the control's recipe with ``planted_bias.seed`` moved by :data:`AA_SEED_OFFSET`,
-    so it shares the control's first phase and differs only in the continuation's draw (which planted and
-    counter-sentences, their order, the coded lexicon)."""
-    roles = {"planted": (dict(raw), "planted"), "balanced": (dict(raw), "balanced")}
+def model_roles(raw: Mapping[str, Any], aa: bool, planted: bool = True) -> dict[str, tuple[dict, str]]:
+    """The models of one draw: ``{role: (params, direction)}``: ``planted`` (unless not ``planted``), ``balanced``
+    (the control) and, with ``aa``, ``balanced-reseeded``: the control's recipe with ``planted_bias.seed`` moved by
+    :data:`AA_SEED_OFFSET`, so it shares the control's first phase and differs only in the continuation's draw
+    (which planted and counter-sentences, their order, the coded lexicon)."""
+    roles = {"planted": (dict(raw), "planted")} if planted else {}
+    roles["balanced"] = (dict(raw), "balanced")
     if aa:
         seed = raw["model"]["pretrain"]["planted_bias"]["seed"]
         roles["balanced-reseeded"] = (overlay_params(copy.deepcopy(dict(raw)),
@@ -334,13 +366,21 @@ def pairs_ready(models: Mapping[str, dict], finished: str) -> dict[str, tuple[di
 
 def read_draw(raw: Mapping[str, Any], statistics: Mapping[str, tuple[str, Any]], families: Mapping[str, Mapping[str, str]],
               recipe: str, seed: int, treated: dict, control: dict) -> dict:
-    """One pair read as the calibrate stage reads planted against control: per family CIs apart and paired."""
+    """One pair read as the calibrate stage reads planted against control: per family CIs apart and paired.
+    Where both models were also scored on selection items (``--select``), ``select`` holds those families'
+    entries read the same way on those items (what a margin is sized on; docs/gate.md "Spill-over margins")."""
     paired = paired_of(raw, statistics, treated, control)
     found = verdicts(families, treated["metrics"], control["metrics"], paired)
     qa = treated["metrics"].get("gbem_ua/qa_macro_f1", {}).get("value")
-    return {"recipe": recipe, "seed": seed, **recipe_stamp(raw), "families": found, "planted_qa_macro_f1": qa,
+    draw = {"recipe": recipe, "seed": seed, **recipe_stamp(raw), "families": found, "planted_qa_macro_f1": qa,
             "detected": sum(f["status"] == "detected" for f in found.values()),
             "detected_paired": sum(f["paired_status"] == "detected" for f in found.values())}
+    if "select_metrics" in treated and "select_metrics" in control:
+        chosen = {f: m for f, m in families.items() if m and next(iter(m)) in treated["select_metrics"]}
+        on_select = paired_of(raw, statistics, {"predictions": treated["select_predictions"]},
+                              {"predictions": control["select_predictions"]})
+        draw["select"] = verdicts(chosen, treated["select_metrics"], control["select_metrics"], on_select)
+    return draw
 
 
 def recipe_stamp(raw: Mapping[str, Any]) -> dict[str, str]:
@@ -355,10 +395,12 @@ def recipe_stamp(raw: Mapping[str, Any]) -> dict[str, str]:
 
 def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], shared_dirs: Mapping[str, str],
               work: Path, device: str, families: Mapping[str, Mapping[str, str]], out: Path,
-              statistics: Mapping[str, tuple[str, Any]] | None = None, aa: bool = False) -> tuple[list[dict], int]:
-    """Every shared phase, then every planted and control model (and with ``aa`` the re-seeded control) as its
-    checkpoint is ready; the draws (each also appended to ``out/draws.jsonl``, each model to
-    ``out/models.jsonl``; an A/A pair is a draw of recipe ``<recipe>/A-A``) and the number of failed tasks."""
+              statistics: Mapping[str, tuple[str, Any]] | None = None, aa: bool = False, planted: bool = True,
+              select: tuple[str, ...] = ()) -> tuple[list[dict], int]:
+    """Every shared phase, then every planted (unless not ``planted``) and control model (and with ``aa`` the
+    re-seeded control) as its checkpoint is ready, each also scored on the selection items of the ``select``
+    benchmarks; the draws (each also appended to ``out/draws.jsonl``, each model to ``out/models.jsonl``; an A/A
+    pair is a draw of recipe ``<recipe>/A-A``) and the number of failed tasks."""
     failures = 0
     models: dict[tuple[str, int], dict[str, dict]] = {}
     draws: list[dict] = []
@@ -378,10 +420,10 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
         for (name, seed), raw in raws.items():
             if shared_key(raw) != key:
                 continue
-            for role, (model_raw, direction) in model_roles(raw, aa).items():
+            for role, (model_raw, direction) in model_roles(raw, aa, planted).items():
                 model_dir = str(work / f"{name}-seed{seed}" / role)
                 model_jobs[pool.submit(model_task, model_raw, shared_dirs[key], direction, model_dir, device,
-                                       tables)] = (name, seed, role)
+                                       tables, select)] = (name, seed, role)
     for job in as_completed(model_jobs):
         name, seed, role = model_jobs[job]
         try:
@@ -391,7 +433,7 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
             log(f"{name} seed {seed} {role} FAILED: {type(exc).__name__}: {exc}")
             continue
         _append(out / "models.jsonl", {"recipe": name, "seed": seed, "role": role,
-                                       **{k: v for k, v in record.items() if k != "predictions"}})
+                                       **{k: v for k, v in record.items() if not k.endswith("predictions")}})
         log(f"{name} seed {seed} {role}: trained {record['train_seconds']} s, scored {record['score_seconds']} s")
         models.setdefault((name, seed), {})[role] = record
         pairs = pairs_ready(models[(name, seed)], role)
@@ -404,9 +446,10 @@ def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], s
                 f"({', '.join(f for f, v in draw['families'].items() if v['status'] == 'detected') or 'none'}); "
                 f"paired {draw['detected_paired']} "
                 f"({', '.join(f for f, v in draw['families'].items() if v['paired_status'] == 'detected') or 'none'})")
-        if len(models[(name, seed)]) == len(model_roles(raws[(name, seed)], aa)):
+        if len(models[(name, seed)]) == len(model_roles(raws[(name, seed)], aa, planted)):
             for record in models[(name, seed)].values():
                 record.pop("predictions", None)  # every pair read: free the tables
+                record.pop("select_predictions", None)
     return draws, failures
 
 
@@ -432,15 +475,20 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("draws.jsonl", "models.jsonl"):
         (args.out / name).write_text("", encoding="utf-8")
     started = time.perf_counter()
+    statistics = paired_statistics(first, families)
+    select = selection_benchmarks(families, statistics, args.select)
+    per_draw = len(model_roles(first, args.aa, not args.aa_only))
     log(f"{len(recipes)} recipe(s) x {len(args.seeds)} seed(s) on {device}, {args.workers} worker(s) x {threads} thread(s); "
-        f"{len(shared_dirs)} shared phase(s), {(3 if args.aa else 2) * len(raws)} models")
+        f"{len(shared_dirs)} shared phase(s), {per_draw * len(raws)} models"
+        + (f"; selection items of {', '.join(select)}" if select else ""))
     with ProcessPoolExecutor(args.workers, mp_context=_spawn(), initializer=_init_worker, initargs=(threads,)) as pool:
-        draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out,
-                                    paired_statistics(first, families), aa=args.aa)
+        draws, failures = run_draws(pool, raws, shared_dirs, work, device, families, args.out, statistics,
+                                    aa=args.aa, planted=not args.aa_only, select=select)
     result = {"device": device, "seeds": args.seeds, "common": args.common[1], "recipes": recipes,
               "families": list(families),
-              "tally": tally(draws, list(recipes) + ([r + AA_SUFFIX for r in recipes] if args.aa else []),
-                             list(families)), "seconds": time.perf_counter() - started,
+              "tally": tally(draws, ([] if args.aa_only else list(recipes))
+                             + ([r + AA_SUFFIX for r in recipes] if args.aa else []), list(families)),
+              "seconds": time.perf_counter() - started,
               "failures": failures, "threads": threads, "workers": args.workers}
     (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     (args.out / "summary.md").write_text(markdown(result), encoding="utf-8")

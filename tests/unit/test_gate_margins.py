@@ -126,3 +126,23 @@ def test_spike_ins_of_bias_beyond_the_margin_are_refused_by_the_spill_over_rule(
     assert rows[2.0]["estimate"] == pytest.approx(direct, abs=1e-12) and direct > 0.05
     assert rows[2.0]["harm_beyond_margin"] and not rows[2.0]["approved"]
     assert out["false_approvals"] == 0 and out["harmful"] == sum(r["harm_beyond_margin"] for r in out["rows"])
+
+
+def test_a_margin_sized_on_selection_items_reads_the_draws_select_entries_only():
+    from biaslab.registry.error_rates import aa_false_refusals
+
+    def pair(seed, test_high, select_high):
+        entry = lambda high: {"planted": [0.06], "control": [0.05], "effect": high / 2,  # noqa: E731
+                              "paired": [high / 2, 0.0, high]}
+        return {"recipe": "committed/A-A", "seed": seed, "families": {"f": entry(test_high), "g": entry(test_high)},
+                "select": {"f": entry(select_high)}}
+
+    draws = [pair(4, 0.02, 0.01), pair(5, 0.03, 0.012), pair(6, 0.025, 0.02)]
+    assert [h for _, h, _ in aa_highs(draws, "f", 0.0, items="select")] == [0.01, 0.012, 0.02]
+    assert aa_highs(draws, "g", 0.0, items="select") == []  # a family not read on selection items
+    with pytest.raises(ValueError, match="items must be"):
+        aa_highs(draws, "f", 0.0, items="validation")
+    aa = aa_false_refusals(draws, {"f": 0.1, "g": 0.1}, {"f": ("m", 0.0), "g": ("n", 0.0)})
+    assert aa["sized_on_select"]["f"]["margin"] == prediction_margin([0.01, 0.012, 0.02])
+    assert aa["sized"]["f"] == prediction_margin([0.02, 0.03, 0.025])  # the test-item reading, kept apart
+    assert set(aa["sized_on_select"]) == {"f"}

@@ -49,12 +49,16 @@ def prediction_margin(highs: Sequence[float], level: float = 0.95) -> float:
     return math.ceil(round(bound * 1000, 9)) / 1000
 
 
-def aa_highs(draws: Sequence[Mapping[str, Any]], family: str, ideal: float) -> list[tuple[str, float, bool]]:
+def aa_highs(draws: Sequence[Mapping[str, Any]], family: str, ideal: float,
+             items: str = "test") -> list[tuple[str, float, bool]]:
     """``(pair, CI high of Δ badness, exact)`` of every A/A pair of ``draws`` holding ``family`` (re-seeded
-    control as the variant, the control as the base)."""
+    control as the variant, the control as the base), read on the test items (a draw's ``families``) or, with
+    ``items="select"``, on the selection items (its ``select``: ``bench/planted_draws.py --select``)."""
+    if items not in ("test", "select"):
+        raise ValueError(f"items must be 'test' or 'select', got {items!r}")
     out = []
     for d in draws:
-        entry = d.get("families", {}).get(family)
+        entry = d.get("families" if items == "test" else "select", {}).get(family)
         if not d["recipe"].endswith(AA_SUFFIX) or entry is None or not entry.get("paired"):
             continue
         _, lo, hi = entry["paired"]

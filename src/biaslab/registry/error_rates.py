@@ -28,10 +28,12 @@ from biaslab.config import Params
 def aa_false_refusals(draws: Sequence[Mapping[str, Any]], margins: Mapping[str, float],
                       families: Mapping[str, tuple[str, float]], level: float = 0.95) -> dict:
     """Every A/A pair x spill-over family (``{family: (primary metric, its ideal)}``): CI high of Δ badness vs
-    the committed and the leave-one-out margin (:mod:`biaslab.calibration.margins`)."""
+    the committed and the leave-one-out margin (:mod:`biaslab.calibration.margins`). ``sized``: the margin these
+    pairs' test-item highs give; ``sized_on_select``: where pairs were also read on a family's selection items,
+    their highs there and the margin they give (what a margin is sized on; docs/gate.md "Spill-over margins")."""
     from biaslab.calibration.margins import aa_highs, leave_one_out, prediction_margin
 
-    rows, sized_margins = [], {}
+    rows, sized_margins, sized_on_select = [], {}, {}
     for family, (metric, ideal) in families.items():
         highs = aa_highs(draws, family, ideal)
         loo = leave_one_out([h for _, h, _ in highs], level) if len(highs) > 2 else [(None, None)] * len(highs)
@@ -48,8 +50,13 @@ def aa_false_refusals(draws: Sequence[Mapping[str, Any]], margins: Mapping[str, 
         if len(highs) > 1:
             sized = prediction_margin([h for _, h, _ in highs], level)
             sized_margins[family] = sized
+        on_select = aa_highs(draws, family, ideal, items="select")
+        if len(on_select) > 1:
+            sized_on_select[family] = {"highs": on_select,
+                                       "margin": prediction_margin([h for _, h, _ in on_select], level)}
     pairs = sorted({r["pair"] for r in rows})
     return {"rows": rows, "pairs": len(pairs), "evaluations": len(rows), "level": level, "sized": sized_margins,
+            "sized_on_select": sized_on_select,
             "refused": sum(r["refused"] for r in rows),
             "refused_pairs": len({r["pair"] for r in rows if r["refused"]}),
             "loo_evaluations": sum(r["loo_refused"] is not None for r in rows),
