@@ -128,12 +128,16 @@ def test_the_verdict_is_the_calibrate_rule_on_each_family_s_primary_metric_and_t
 
 @pytest.mark.slow
 def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tmp_path):
-    """One seed, one recipe, a few steps, two benchmarks: the spawned worker trains the shared phase, the planted
-    model and its control, scores both, and the tally has one draw per family (missing where not scored)."""
+    """One seed, one recipe, a few steps, three benchmarks: the spawned worker trains the shared phase, the planted
+    model and its control, scores both, and the tally has one draw per family (missing where not scored). With
+    ``--select occugender`` each pair is also read on OccuGender's selection jobs (a draw's ``select``: what the
+    spill-over margin is sized on), the other half of its jobs (docs/splits.md)."""
     import json
     import shutil
     import subprocess
     import sys
+
+    import pandas as pd
 
     from biaslab.config import DataConfig
     from biaslab.data.prepare import prepare
@@ -147,12 +151,12 @@ def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tm
                      "model.pretrain.chars_per_language=60000", "model.pretrain.vocab_size=512",
                      "model.pretrain.eval_every=3", "model.pretrain.warmup_steps=2",
                      "model.pretrain.validation_chars=5000",
-                     *(f"evaluation.benchmarks.{b}.enabled=false" for b in ("gbem_ua", "occugender", "cloze_gender",
-                                                                               "lm_quality"))])
+                     *(f"evaluation.benchmarks.{b}.enabled=false" for b in ("gbem_ua", "cloze_gender", "lm_quality"))])
+    keep = tmp_path / "models"
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "planted_draws.py"), "--seeds", "0", "--device", "cpu",
                            "--threads", "1", "--corpus-dir", str(mirror / "corpora"), "--set", f"_:{tiny}",
-                           "--workspace", str(workspace), "--out", str(tmp_path), "--aa"], capture_output=True, text=True,
-                          timeout=600)
+                           "--workspace", str(workspace), "--out", str(tmp_path), "--aa", "--select", "occugender",
+                           "--keep", str(keep)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     draws = {d["recipe"]: d for d in map(json.loads, (tmp_path / "draws.jsonl").read_text(encoding="utf-8").splitlines())}
     assert sorted(draws) == ["committed", "committed/A-A"]  # the planted pair and the A/A pair of seed 0
@@ -169,46 +173,9 @@ def test_a_tiny_draw_runs_end_to_end_in_a_worker_and_writes_its_tally(mirror, tm
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert "| committed | params.yaml | 0 of 1" in summary
     assert "| committed/A-A | params.yaml; A/A: control vs re-seeded control | 0 of 1" in summary
-
-
-@pytest.mark.slow
-def test_an_a_a_only_draw_scores_the_selection_jobs_too(mirror, tmp_path):
-    """``--aa-only --select occugender``: no planted model; the A/A pair is read on OccuGender's test jobs and,
-    under ``select``, on its selection jobs (what the spill-over margin is sized on), each paired over the
-    same jobs for both models; the selection jobs are the other half of the jobs (docs/splits.md)."""
-    import json
-    import shutil
-    import subprocess
-    import sys
-
-    import pandas as pd
-
-    from biaslab.config import DataConfig
-    from biaslab.data.prepare import prepare
-
-    workspace = tmp_path / "workspace"
-    (workspace / "data").mkdir(parents=True)
-    shutil.copy2(ROOT / "params.yaml", workspace / "params.yaml")
-    prepare(Params(data=DataConfig(mirror_dir=str(mirror), prepared_dir=str(workspace / "data" / "prepared"),
-                                   allow_download=False)))
-    tiny = ",".join(["model.pretrain.max_steps=6", "model.pretrain.planted_bias.from_step=3",
-                     "model.pretrain.chars_per_language=60000", "model.pretrain.vocab_size=512",
-                     "model.pretrain.eval_every=3", "model.pretrain.warmup_steps=2",
-                     "model.pretrain.validation_chars=5000",
-                     *(f"evaluation.benchmarks.{b}.enabled=false" for b in ("gbem_ua", "rubia", "cloze_gender",
-                                                                               "lm_quality", "crows_pairs"))])
-    out, keep = tmp_path / "out", tmp_path / "models"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "planted_draws.py"), "--seeds", "0", "--device", "cpu",
-                           "--threads", "1", "--corpus-dir", str(mirror / "corpora"), "--set", f"_:{tiny}",
-                           "--workspace", str(workspace), "--out", str(out), "--keep", str(keep), "--aa-only",
-                           "--select", "occugender"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    draws = [json.loads(line) for line in (out / "draws.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [d["recipe"] for d in draws] == ["committed/A-A"]  # no planted pair
-    models = [json.loads(line) for line in (out / "models.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert sorted(m["role"] for m in models) == ["balanced", "balanced-reseeded"]
-    test, select = draws[0]["families"]["occugender"], draws[0]["select"]["occugender"]
-    assert set(draws[0]["select"]) == {"occugender"}  # only the chosen family
+    aa = draws["committed/A-A"]
+    assert set(aa["select"]) == {"occugender"} and set(draw["select"]) == {"occugender"}  # only the chosen family
+    test, select = aa["families"]["occugender"], aa["select"]["occugender"]
     for entry in (test, select):
         assert entry["metric"] == "occugender/implicit_group_gap"
         assert entry["paired"][1] <= entry["paired"][0] <= entry["paired"][2]
@@ -218,5 +185,16 @@ def test_an_a_a_only_draw_scores_the_selection_jobs_too(mirror, tmp_path):
         test_jobs = set(pd.read_parquet(next(tables.glob("occugender__*.parquet")))["job"])
         select_jobs = set(pd.read_parquet(next((tables / "select").glob("occugender__*.parquet")))["job"])
         assert test_jobs and select_jobs and not test_jobs & select_jobs
+
+
+def test_an_a_a_only_draw_trains_no_planted_model_and_select_names_calibrate_families():
+    module = _module()
+    raw = module.draw_params(ROOT, {}, {}, 0, None, "cpu", 1)
+    assert set(module.model_roles(raw, aa=True, planted=False)) == {"balanced", "balanced-reseeded"}
+    assert module.parse_args(["--aa-only"]).aa  # --aa-only implies the A/A pair
+    statistics = {"rubia/pro_share/gender": ("rubia", object())}
+    assert module.selection_benchmarks(FAMILIES, statistics, ["rubia", "rubia"]) == ("rubia",)
     with pytest.raises(SystemExit, match="--select nope: not a calibrate family"):
-        _module().selection_benchmarks(FAMILIES, {}, ["nope"])
+        module.selection_benchmarks(FAMILIES, statistics, ["nope"])
+    with pytest.raises(SystemExit, match="--select gbem_ua: gbem_ua/qa_logodds_gap_fem has no item statistic"):
+        module.selection_benchmarks(FAMILIES, statistics, ["gbem_ua"])
