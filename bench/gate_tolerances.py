@@ -14,6 +14,8 @@ lm_quality's selection chunks; docs/splits.md), never on the test items the gate
   Δ badness and their 95 % prediction bound (``registry.spill_over_margins``; docs/gate.md "Spill-over margins").
 
     python bench/gate_tolerances.py --aa 3     # after `dvc repro control_model` (models/pretrain, models/control)
+    python bench/gate_tolerances.py --from-draws OUT MODELS   # spill-over margins only, from the A/A pairs of
+        # bench/planted_draws.py --aa-only --select occugender --out OUT --keep MODELS (a shared phase per pair)
 
 Output: a markdown table on stdout and ``bench/results/gate-tolerances.json`` (git-ignored). The values go
 into ``params.yaml`` ``registry.gate.rules[...].tolerance`` by hand, with the reference they came from.
@@ -59,19 +61,27 @@ def score_on_selection(params, model_dir: str, root: Path) -> dict:
     return evaluate_on_selection(params, model_dir, root).metrics
 
 
+def _controls(control, reseeded: list) -> list:
+    """One control per re-seeded model: ``control`` itself when it is a list (pairs of different shared phases,
+    :func:`kept_draw_pairs`), else the one control of every pair."""
+    return list(control) if isinstance(control, (list, tuple)) else [control] * len(reseeded)
+
+
 def aa_ci_highs(params, control, reseeded: list, table: str, statistic) -> list[float]:
-    """Each A/A pair's paired CI high of Δ ``statistic`` (re-seeded control − control on ``table``,
-    ``registry.bootstrap``): what a margin or a tolerance is sized on."""
+    """Each A/A pair's paired CI high of Δ ``statistic`` (re-seeded control − its control on ``table``,
+    ``registry.bootstrap``): what a margin or a tolerance is sized on. ``control``: one model, or one per pair."""
     from biaslab.metrics.paired import paired_difference
 
     boot = params.registry.bootstrap
-    return [paired_difference(r.predictions[table], control.predictions[table], statistic, samples=boot.samples,
-                              seed=boot.seed, confidence=boot.confidence).ci_high for r in reseeded]
+    return [paired_difference(r.predictions[table], c.predictions[table], statistic, samples=boot.samples,
+                              seed=boot.seed, confidence=boot.confidence).ci_high
+            for r, c in zip(reseeded, _controls(control, reseeded), strict=True)]
 
 
 def spill_over_margins(params, control, reseeded: list) -> dict:
     """Per :data:`SPILL_OVER` family: each A/A pair's paired CI high of Δ badness (re-seeded control − control,
-    selection items, ``registry.bootstrap``) and the margin (:func:`biaslab.calibration.margins.prediction_margin`)."""
+    selection items, ``registry.bootstrap``; exact, item by item) and the margin
+    (:func:`biaslab.calibration.margins.prediction_margin`). ``control``: one model, or one per pair."""
     from dataclasses import replace
 
     from biaslab.benchmarks.registry import item_statistics_of
@@ -79,11 +89,12 @@ def spill_over_margins(params, control, reseeded: list) -> dict:
 
     statistics = item_statistics_of(params.evaluation.benchmarks, list(SPILL_OVER.values()))
     out = {}
+    first = _controls(control, reseeded)[0] if reseeded else control
     for family, metric in SPILL_OVER.items():
-        if metric not in statistics or metric not in control.metrics:
+        if metric not in statistics or metric not in first.metrics:
             continue
         benchmark, statistic = statistics[metric]
-        value = control.metrics[metric]
+        value = first.metrics[metric]
         ideal = value.ideal if value.ideal is not None else 0.0
         badness = (lambda x: -x) if value.direction == "higher" else (lambda x, i=ideal: abs(x - i))
         inner = statistic.statistic
@@ -92,6 +103,41 @@ def spill_over_margins(params, control, reseeded: list) -> dict:
         out[family] = {"metric": metric, "aa_ci_highs": highs,
                        "margin": prediction_margin(highs) if len(highs) > 1 else None}
     return out
+
+
+def kept_draw_pairs(out: Path, models: Path) -> tuple[list, list, list[str]]:
+    """The A/A pairs that ``bench/planted_draws.py --aa --select ... --out OUT --keep MODELS`` kept, read on their
+    selection items: ``(controls, re-seeded controls, pair names)``, each model an object with ``metrics``
+    (``{metric: MetricValue}``, from OUT/models.jsonl's ``select_metrics``) and ``predictions`` (its
+    ``predictions/select/*.parquet``). Each pair has its own shared phase (a ``model.pretrain.seed``)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from biaslab.metrics.values import MetricValue
+
+    records = {}
+    for line in (out / "models.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            records[(r["recipe"], r["seed"], r["role"])] = r
+    controls, reseeded, names = [], [], []
+    for (recipe, seed, role), record in sorted(records.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        other = records.get((recipe, seed, "balanced-reseeded"))
+        if role != "balanced" or other is None:
+            continue
+        pair = []
+        for r in (record, other):
+            if "select_metrics" not in r:
+                raise SystemExit(f"{out / 'models.jsonl'}: {recipe} seed {seed} {r['role']} was not scored on "
+                                 "selection items (bench/planted_draws.py --select)")
+            tables = models / f"{recipe}-seed{seed}" / r["role"] / "predictions" / "select"
+            pair.append(SimpleNamespace(metrics={k: MetricValue(**v) for k, v in r["select_metrics"].items()},
+                                        predictions={f.stem: pd.read_parquet(f) for f in sorted(tables.glob("*.parquet"))}))
+        controls.append(pair[0])
+        reseeded.append(pair[1])
+        names.append(f"{recipe} seed {seed}")
+    return controls, reseeded, names
 
 
 def train_reseeded_control(params, k: int, out_dir: Path, root: Path) -> None:
@@ -160,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aa", type=int, default=3, help="re-seeded controls to train (the A/A pairs)")
     parser.add_argument("--models", type=Path, default=ROOT / "bench" / "results" / "gate-tolerances-models",
                         help="where the re-seeded controls are kept (one is reused when it exists)")
+    parser.add_argument("--from-draws", nargs=2, type=Path, metavar=("OUT", "MODELS"), default=None,
+                        help="only the spill-over margins, from the A/A pairs bench/planted_draws.py --aa --select "
+                             "kept (its --out and --keep): pairs of different shared phases, on selection items")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from biaslab.config import load_params
@@ -167,6 +216,18 @@ def main(argv: list[str] | None = None) -> int:
 
     params = load_params(args.params)
     pin(params.scoring.cpu_arithmetic)  # as the stages compute
+    if args.from_draws is not None:
+        controls, reseeded_kept, names = kept_draw_pairs(*args.from_draws)
+        margins = spill_over_margins(params, controls, reseeded_kept)
+        print("| spill-over family (selection items) | A/A pair | CI high of Δ badness |\n|---|---|---|")
+        for family, row in margins.items():
+            for name, high in zip(names, row["aa_ci_highs"]):
+                print(f"| {row['metric']} | {name} | {high:+.4f} |")
+            margin = "n/a" if row["margin"] is None else f"{row['margin']:.3f}"
+            print(f"| {row['metric']} | **margin** (95 % prediction bound of {len(names)} pairs) | {margin} |")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"spill_over": margins, "pairs": names}, indent=2) + "\n", encoding="utf-8")
+        return 0
     planted = score_on_selection(params, params.model.output_dir, args.root)
     control_eval = evaluate_on_selection(params, params.calibrate.control_dir, args.root)
     control = control_eval.metrics

@@ -139,3 +139,55 @@ def test_harm_tolerances_by_ci_bound_are_the_prediction_bound_of_the_a_a_pairs_h
                                           for r in reseeded[1:])  # above the point differences the old rule read
     assert acc["aa_ci_bounds"] == pytest.approx(bounds(-1.0), abs=1e-12)  # higher is better: the fall is harm
     assert "gbem_ua/qa_macro_f1" not in out  # no statistic for it here: skipped, not guessed
+
+
+def test_margins_from_kept_draws_pair_each_re_seeded_control_with_its_own_control(monkeypatch, tmp_path):
+    """``--from-draws OUT MODELS``: the A/A pairs ``bench/planted_draws.py --aa --select`` kept, each of its own
+    shared phase, read on their selection tables; each pair's CI high is against that pair's control."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from biaslab.benchmarks import registry
+    from biaslab.calibration.margins import prediction_margin
+    from biaslab.config import load_params
+    from biaslab.metrics.paired import ItemStatistic, paired_difference
+
+    module = load_bench_script("gate_tolerances")
+    mean = lambda cols: float(np.asarray(cols["gap"], dtype=float).mean())  # noqa: E731
+    monkeypatch.setattr(registry, "item_statistics_of", lambda benchmarks, metrics: {
+        "occugender/implicit_group_gap": ("occugender", ItemStatistic("items", lambda t: t, ("job",), mean))})
+    out, models = tmp_path / "out", tmp_path / "models"
+    out.mkdir()
+    lines, tables = [], {}
+    for seed, shift in ((4, 0.0), (5, 0.03), (6, -0.02)):
+        for role, extra in (("balanced", 0.0), ("balanced-reseeded", 0.005 * seed)):
+            rng = np.random.default_rng(10 * seed + len(role))
+            table = pd.DataFrame({"job": range(30), "gap": 0.04 + shift + extra + rng.normal(0, 0.02, 30)})
+            folder = models / f"committed-seed{seed}" / role / "predictions" / "select"
+            folder.mkdir(parents=True)
+            table.to_parquet(folder / "occugender__items.parquet", index=False)
+            tables[(seed, role)] = table
+            value = {"value": float(table["gap"].mean()), "direction": "target", "ideal": 0.0}
+            lines.append({"recipe": "committed", "seed": seed, "role": role,
+                          "select_metrics": {"occugender/implicit_group_gap": value}})
+    lines.append({"recipe": "committed", "seed": 7, "role": "balanced", "select_metrics": {}})  # no pair: left out
+    (out / "models.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n", encoding="utf-8")
+    controls, reseeded, names = module.kept_draw_pairs(out, models)
+    assert names == ["committed seed 4", "committed seed 5", "committed seed 6"]
+    params = load_params("params.yaml")
+    row = module.spill_over_margins(params, controls, reseeded)["occugender"]
+    boot = params.registry.bootstrap
+    bad = ItemStatistic("items", lambda t: t, ("job",), lambda cols: abs(mean(cols)))
+    expected = [paired_difference(tables[(s, "balanced-reseeded")], tables[(s, "balanced")], bad, samples=boot.samples,
+                                  seed=boot.seed, confidence=boot.confidence).ci_high for s in (4, 5, 6)]
+    assert row["aa_ci_highs"] == pytest.approx(expected, abs=1e-12)
+    assert row["margin"] == prediction_margin(expected)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "models.jsonl").write_text(json.dumps({"recipe": "committed", "seed": 0, "role": "balanced"}) + "\n"
+                                       + json.dumps({"recipe": "committed", "seed": 0, "role": "balanced-reseeded"})
+                                       + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="was not scored on selection items"):
+        module.kept_draw_pairs(bare, models)
