@@ -105,11 +105,16 @@ def spill_over_margins(params, control, reseeded: list) -> dict:
     return out
 
 
-def kept_draw_pairs(out: Path, models: Path) -> tuple[list, list, list[str]]:
+def kept_draw_pairs(out: Path, models: Path, items: str = "select") -> tuple[list, list, list[str]]:
     """The A/A pairs that ``bench/planted_draws.py --aa --select ... --out OUT --keep MODELS`` kept, read on their
     selection items: ``(controls, re-seeded controls, pair names)``, each model an object with ``metrics``
     (``{metric: MetricValue}``, from OUT/models.jsonl's ``select_metrics``) and ``predictions`` (its
-    ``predictions/select/*.parquet``). Each pair has its own shared phase (a ``model.pretrain.seed``)."""
+    ``predictions/select/*.parquet``). Each pair has its own shared phase (a ``model.pretrain.seed``).
+    ``items="test"``: the same pairs on the test items (``metrics``, ``predictions/*.parquet``): a check of a
+    margin they sized, on items that sized nothing."""
+    if items not in ("select", "test"):
+        raise ValueError(f"items must be 'select' or 'test', got {items!r}")
+    metrics_key = "select_metrics" if items == "select" else "metrics"
     from types import SimpleNamespace
 
     import pandas as pd
@@ -128,11 +133,12 @@ def kept_draw_pairs(out: Path, models: Path) -> tuple[list, list, list[str]]:
             continue
         pair = []
         for r in (record, other):
-            if "select_metrics" not in r:
+            if metrics_key not in r:
                 raise SystemExit(f"{out / 'models.jsonl'}: {recipe} seed {seed} {r['role']} was not scored on "
                                  "selection items (bench/planted_draws.py --select)")
-            tables = models / f"{recipe}-seed{seed}" / r["role"] / "predictions" / "select"
-            pair.append(SimpleNamespace(metrics={k: MetricValue(**v) for k, v in r["select_metrics"].items()},
+            tables = models / f"{recipe}-seed{seed}" / r["role"] / "predictions"
+            tables = tables / "select" if items == "select" else tables
+            pair.append(SimpleNamespace(metrics={k: MetricValue(**v) for k, v in r[metrics_key].items()},
                                         predictions={f.stem: pd.read_parquet(f) for f in sorted(tables.glob("*.parquet"))}))
         controls.append(pair[0])
         reseeded.append(pair[1])
@@ -209,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-draws", nargs=2, type=Path, metavar=("OUT", "MODELS"), default=None,
                         help="only the spill-over margins, from the A/A pairs bench/planted_draws.py --aa --select "
                              "kept (its --out and --keep): pairs of different shared phases, on selection items")
+    parser.add_argument("--items", choices=("select", "test"), default="select",
+                        help="with --from-draws: read the pairs on their selection items (sizing) or on the test "
+                             "items (a check against the committed margin: those items size nothing)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from biaslab.config import load_params
@@ -217,14 +226,18 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(args.params)
     pin(params.scoring.cpu_arithmetic)  # as the stages compute
     if args.from_draws is not None:
-        controls, reseeded_kept, names = kept_draw_pairs(*args.from_draws)
+        controls, reseeded_kept, names = kept_draw_pairs(*args.from_draws, items=args.items)
         margins = spill_over_margins(params, controls, reseeded_kept)
-        print("| spill-over family (selection items) | A/A pair | CI high of Δ badness |\n|---|---|---|")
+        print(f"| spill-over family ({args.items} items) | A/A pair | CI high of Δ badness |\n|---|---|---|")
         for family, row in margins.items():
+            committed = params.registry.spill_over_margins.get(family)
             for name, high in zip(names, row["aa_ci_highs"]):
-                print(f"| {row['metric']} | {name} | {high:+.4f} |")
-            margin = "n/a" if row["margin"] is None else f"{row['margin']:.3f}"
-            print(f"| {row['metric']} | **margin** (95 % prediction bound of {len(names)} pairs) | {margin} |")
+                refused = ("" if args.items == "select" or committed is None
+                           else f" ({'refused' if high >= committed.tolerance else 'passes'} at {committed.tolerance:.3f})")
+                print(f"| {row['metric']} | {name} | {high:+.4f}{refused} |")
+            if args.items == "select":
+                margin = "n/a" if row["margin"] is None else f"{row['margin']:.3f}"
+                print(f"| {row['metric']} | **margin** (95 % prediction bound of {len(names)} pairs) | {margin} |")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"spill_over": margins, "pairs": names}, indent=2) + "\n", encoding="utf-8")
         return 0

@@ -184,6 +184,20 @@ def test_margins_from_kept_draws_pair_each_re_seeded_control_with_its_own_contro
                                   seed=boot.seed, confidence=boot.confidence).ci_high for s in (4, 5, 6)]
     assert row["aa_ci_highs"] == pytest.approx(expected, abs=1e-12)
     assert row["margin"] == prediction_margin(expected)
+    with pytest.raises(SystemExit, match="was not scored"):  # the test reading needs each model's test metrics
+        module.kept_draw_pairs(out, models, items="test")
+    for line in lines[:-1]:  # the test items: the selection table doubled, under predictions/
+        folder = models / f"committed-seed{line['seed']}" / line["role"] / "predictions"
+        pd.concat([tables[(line["seed"], line["role"])]] * 2, ignore_index=True).assign(
+            job=range(60)).to_parquet(folder / "occugender__items.parquet", index=False)
+        line["metrics"] = line["select_metrics"]
+    (out / "models.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n", encoding="utf-8")
+    controls, reseeded, _ = module.kept_draw_pairs(out, models, items="test")
+    assert all(len(c.predictions["occugender__items"]) == 60 for c in controls)
+    on_test = module.spill_over_margins(params, controls, reseeded)["occugender"]["aa_ci_highs"]
+    assert on_test != pytest.approx(expected, abs=1e-6)  # other items, other highs
+    with pytest.raises(ValueError, match="items must be"):
+        module.kept_draw_pairs(out, models, items="validation")
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "models.jsonl").write_text(json.dumps({"recipe": "committed", "seed": 0, "role": "balanced"}) + "\n"
