@@ -383,14 +383,22 @@ def read_draw(raw: Mapping[str, Any], statistics: Mapping[str, tuple[str, Any]],
     return draw
 
 
+@functools.cache
+def started_commit() -> str:
+    """The commit (``-dirty`` with changes) of the code that runs: read once, at the start (:func:`main`), so a
+    commit made while the draws run does not relabel the draws read after it."""
+    from biaslab.tracking.git_commit import git_commit
+
+    return git_commit(ROOT)
+
+
 def recipe_stamp(raw: Mapping[str, Any]) -> dict[str, str]:
-    """``commit`` (``-dirty`` with changes) and ``params_hash`` (``biaslab.calibration.draws.recipe_hash``): what
+    """``commit`` (:func:`started_commit`) and ``params_hash`` (``biaslab.calibration.draws.recipe_hash``): what
     the calibrate stage matches against its own params before it counts a draw (another recipe is stale)."""
     from biaslab.calibration.draws import recipe_hash
     from biaslab.config import Params
-    from biaslab.tracking.git_commit import git_commit
 
-    return {"commit": git_commit(ROOT), "params_hash": recipe_hash(Params.model_validate(dict(raw)).model_dump(mode="json"))}
+    return {"commit": started_commit(), "params_hash": recipe_hash(Params.model_validate(dict(raw)).model_dump(mode="json"))}
 
 
 def run_draws(pool: ProcessPoolExecutor, raws: Mapping[tuple[str, int], dict], shared_dirs: Mapping[str, str],
@@ -475,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("draws.jsonl", "models.jsonl"):
         (args.out / name).write_text("", encoding="utf-8")
     started = time.perf_counter()
+    started_commit()  # the code that runs now, whatever is committed before the last draw is read
     statistics = paired_statistics(first, families)
     select = selection_benchmarks(families, statistics, args.select)
     per_draw = len(model_roles(first, args.aa, not args.aa_only))

@@ -198,3 +198,18 @@ def test_an_a_a_only_draw_trains_no_planted_model_and_select_names_calibrate_fam
         module.selection_benchmarks(FAMILIES, statistics, ["nope"])
     with pytest.raises(SystemExit, match="--select gbem_ua: gbem_ua/qa_logodds_gap_fem has no item statistic"):
         module.selection_benchmarks(FAMILIES, statistics, ["gbem_ua"])
+
+
+def test_the_commit_stamp_is_read_once_at_the_start(monkeypatch):
+    """A commit made while the draws run does not relabel the draws read after it."""
+    from biaslab.tracking import git_commit
+
+    module = _module()
+    commits = iter(["aaa", "bbb"])
+    monkeypatch.setattr(git_commit, "git_commit", lambda root: next(commits))
+    module.started_commit.cache_clear()
+    raw = module.draw_params(ROOT, {}, {}, 0, None, "cpu", 1)
+    try:
+        assert [module.recipe_stamp(raw)["commit"] for _ in range(2)] == ["aaa", "aaa"]
+    finally:
+        module.started_commit.cache_clear()
