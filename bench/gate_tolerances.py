@@ -127,7 +127,7 @@ def kept_draw_pairs(out: Path, models: Path, items: str = "select") -> tuple[lis
             r = json.loads(line)
             records[(r["recipe"], r["seed"], r["role"])] = r
     controls, reseeded, names = [], [], []
-    for (recipe, seed, role), record in sorted(records.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+    for (recipe, seed, role), record in sorted(records.items(), key=lambda kv: kv[0]):
         other = records.get((recipe, seed, "balanced-reseeded"))
         if role != "balanced" or other is None:
             continue
@@ -135,7 +135,7 @@ def kept_draw_pairs(out: Path, models: Path, items: str = "select") -> tuple[lis
         for r in (record, other):
             if metrics_key not in r:
                 raise SystemExit(f"{out / 'models.jsonl'}: {recipe} seed {seed} {r['role']} was not scored on "
-                                 "selection items (bench/planted_draws.py --select)")
+                                 f"{'selection' if items == 'select' else 'test'} items (bench/planted_draws.py --select)")
             tables = models / f"{recipe}-seed{seed}" / r["role"] / "predictions"
             tables = tables / "select" if items == "select" else tables
             pair.append(SimpleNamespace(metrics={k: MetricValue(**v) for k, v in r[metrics_key].items()},
