@@ -15,7 +15,8 @@ lm_quality's selection chunks; docs/splits.md), never on the test items the gate
 
     python bench/gate_tolerances.py --aa 3     # after `dvc repro control_model` (models/pretrain, models/control)
     python bench/gate_tolerances.py --from-draws OUT MODELS   # spill-over margins only, from the A/A pairs of
-        # bench/planted_draws.py --aa-only --select occugender --out OUT --keep MODELS (a shared phase per pair)
+        # bench/planted_draws.py --aa-only --select occugender --out OUT --keep MODELS (a shared phase per pair);
+        # repeat --from-draws OUT2 MODELS2 to size one margin on the pairs of several batches
 
 Output: a markdown table on stdout and ``bench/results/gate-tolerances.json`` (git-ignored). The values go
 into ``params.yaml`` ``registry.gate.rules[...].tolerance`` by hand, with the reference they came from.
@@ -146,6 +147,22 @@ def kept_draw_pairs(out: Path, models: Path, items: str = "select") -> tuple[lis
     return controls, reseeded, names
 
 
+def pooled_draw_pairs(batches: list[tuple[Path, Path]], items: str = "select") -> tuple[list, list, list[str]]:
+    """:func:`kept_draw_pairs` of several ``(OUT, MODELS)`` batches, in the order given: one margin sized on
+    every batch's pairs. Two batches holding the same recipe and seed would count one shared phase twice, so
+    that stops with the pair's name."""
+    controls, reseeded, names = [], [], []
+    for out, models in batches:
+        c, r, n = kept_draw_pairs(out, models, items=items)
+        for name in n:
+            if name in names:
+                raise SystemExit(f"{out / 'models.jsonl'}: {name} is already in an earlier --from-draws batch")
+        controls += c
+        reseeded += r
+        names += n
+    return controls, reseeded, names
+
+
 def train_reseeded_control(params, k: int, out_dir: Path, root: Path) -> None:
     """The control's recipe continued from the shared phase with ``planted_bias.seed`` moved by ``k`` steps."""
     from biaslab.calibration.draws import AA_SEED_OFFSET
@@ -212,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aa", type=int, default=3, help="re-seeded controls to train (the A/A pairs)")
     parser.add_argument("--models", type=Path, default=ROOT / "bench" / "results" / "gate-tolerances-models",
                         help="where the re-seeded controls are kept (one is reused when it exists)")
-    parser.add_argument("--from-draws", nargs=2, type=Path, metavar=("OUT", "MODELS"), default=None,
+    parser.add_argument("--from-draws", nargs=2, type=Path, metavar=("OUT", "MODELS"), action="append", default=None,
                         help="only the spill-over margins, from the A/A pairs bench/planted_draws.py --aa --select "
-                             "kept (its --out and --keep): pairs of different shared phases, on selection items")
+                             "kept (its --out and --keep): pairs of different shared phases, on selection items; "
+                             "repeat it to pool the pairs of several batches (a pair named twice is an error)")
     parser.add_argument("--items", choices=("select", "test"), default="select",
                         help="with --from-draws: read the pairs on their selection items (sizing) or on the test "
                              "items (a check against the committed margin: those items size nothing)")
@@ -226,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(args.params)
     pin(params.scoring.cpu_arithmetic)  # as the stages compute
     if args.from_draws is not None:
-        controls, reseeded_kept, names = kept_draw_pairs(*args.from_draws, items=args.items)
+        controls, reseeded_kept, names = pooled_draw_pairs(args.from_draws, items=args.items)
         margins = spill_over_margins(params, controls, reseeded_kept)
         print(f"| spill-over family ({args.items} items) | A/A pair | CI high of Δ badness |\n|---|---|---|")
         for family, row in margins.items():

@@ -205,3 +205,26 @@ def test_margins_from_kept_draws_pair_each_re_seeded_control_with_its_own_contro
                                        + "\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="was not scored on selection items"):
         module.kept_draw_pairs(bare, models)
+
+
+def test_pooled_draw_pairs_keep_each_batchs_pairs_in_order_and_refuse_one_pair_twice(monkeypatch, tmp_path):
+    """``--from-draws`` repeated: one margin on the pairs of several batches, in the order given; a recipe and
+    seed in two batches would count one shared phase twice, so it stops naming the pair."""
+    module = load_bench_script("gate_tolerances")
+    batches = {tmp_path / "a": ["committed seed 4", "committed seed 5"], tmp_path / "b": ["committed seed 8"],
+               tmp_path / "c": ["committed seed 5"]}
+    seen = []
+
+    def kept(out, models, items="select"):
+        seen.append((out.name, models.name, items))
+        names = batches[out]
+        return [f"control {n}" for n in names], [f"reseeded {n}" for n in names], list(names)
+
+    monkeypatch.setattr(module, "kept_draw_pairs", kept)
+    controls, reseeded, names = module.pooled_draw_pairs([(tmp_path / "a", tmp_path / "ma"),
+                                                         (tmp_path / "b", tmp_path / "mb")], items="test")
+    assert names == ["committed seed 4", "committed seed 5", "committed seed 8"]
+    assert controls == [f"control {n}" for n in names] and reseeded == [f"reseeded {n}" for n in names]
+    assert seen == [("a", "ma", "test"), ("b", "mb", "test")]
+    with pytest.raises(SystemExit, match="committed seed 5 is already in an earlier --from-draws batch"):
+        module.pooled_draw_pairs([(tmp_path / "a", tmp_path / "ma"), (tmp_path / "c", tmp_path / "mc")])
