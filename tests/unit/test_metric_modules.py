@@ -59,3 +59,31 @@ def test_modules_load_by_path_with_plain_evaluate():
 def test_unknown_module_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="no local evaluate module"):
         classification.module_path("nope")
+
+
+def test_the_bootstrap_functions_are_the_modules_formulas_and_import_no_evaluate():
+    """``binary_f1_fn`` / ``label_agreement_fn`` (every GBEM-UA bootstrap, every gate rule on it) are the
+    functions the modules' ``compute`` wraps, and reaching them imports neither ``evaluate`` nor
+    ``transformers`` (``import evaluate`` pulls in ``transformers.pipelines``: seconds per stage)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from biaslab.benchmarks.gbem_ua.metrics import agreement_of, macro_f1_vs_relevance\n"
+            "import numpy as np\n"
+            "_, f = macro_f1_vs_relevance('answer_yes')\n"
+            "_, g = agreement_of('male', 'female')\n"
+            "t = {'answer_yes': np.array([1, 0, 1, 1]), 'is_correct': np.array([1, 1, 0, 1]),\n"
+            "     'male': np.array([1, 0, 1, 1]), 'female': np.array([1, 1, 1, 0])}\n"
+            "print(round(f(t), 6), g(t), sorted(m for m in ('evaluate', 'transformers', 'datasets', 'torch')\n"
+            "                                   if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == ["0.333333", "0.5"]  # (F1 of yes 4/6 + F1 of no 0) / 2; 2 of 4 labels agree
+    assert " ".join(out[2:]) == "[]"
+    for predictions, references in CASES:
+        f1 = classification.load_module("binary_f1").compute(predictions=[int(p) for p in predictions],
+                                                             references=[int(r) for r in references])
+        assert classification.binary_f1_fn()(predictions, references) == f1["f1"]
+        agreement = classification.load_module("label_agreement").compute(
+            predictions=[int(p) for p in predictions], references=[int(r) for r in references])
+        assert classification.label_agreement_fn()(predictions, references) == agreement["agreement"]

@@ -1,20 +1,21 @@
 """F1 and label agreement, computed by the package's local ``evaluate`` modules.
 
-The formulas live once, in ``biaslab/metrics/modules/<name>/<name>.py`` (loadable by anyone with
-``evaluate.load(path)``, offline); this file only loads them by path and calls them:
+The formulas live once, in :mod:`biaslab.metrics.label_scores`; the local ``evaluate`` modules
+``biaslab/metrics/modules/<name>/<name>.py`` (loadable by anyone with ``evaluate.load(path)``, offline) wrap
+them:
 
 * :func:`binary_f1` / :func:`label_agreement` go through ``EvaluationModule.compute`` (evaluate's
-  validated path) - use them for reported values;
-* :func:`binary_f1_fn` / :func:`label_agreement_fn` return the module file's own pure function, for hot
-  loops such as 1000 bootstrap resamples: ``compute`` writes an Arrow cache per call (~15 ms), which
-  would make one GBEM-UA run spend minutes in bookkeeping. Same file, same arithmetic.
+  validated path);
+* :func:`binary_f1_fn` / :func:`label_agreement_fn` return the pure functions, for hot loops such as 1000
+  bootstrap resamples: ``compute`` writes an Arrow cache per call (~15 ms), which would make one GBEM-UA
+  run spend minutes in bookkeeping. Same functions, same arithmetic, and no ``import evaluate``: that
+  import pulls in ``transformers.pipelines`` (about 6 s of CPU), which no stage otherwise needs.
 
 Modules are loaded lazily (first use) and kept for the process.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -38,10 +39,6 @@ def load_module(name: str):
     return evaluate.load(str(module_path(name)))
 
 
-def _module_function(name: str, function: str) -> Callable:
-    return getattr(inspect.getmodule(type(load_module(name))), function)
-
-
 def binary_f1(predictions: Sequence, references: Sequence, zero_division: float = 0.0) -> float:
     """F1 of the positive class (1 / True); ``zero_division`` when there are no positives at all."""
     result = load_module("binary_f1").compute(
@@ -63,10 +60,14 @@ def label_agreement(first: Sequence, second: Sequence) -> float:
 
 
 def binary_f1_fn() -> Callable[..., float]:
-    """The module's pure ``binary_f1_score(predictions, references, pos_label=1, zero_division=0.0)``."""
-    return _module_function("binary_f1", "binary_f1_score")
+    """The pure ``binary_f1_score(predictions, references, pos_label=1, zero_division=0.0)`` the module wraps."""
+    from biaslab.metrics.label_scores import binary_f1_score
+
+    return binary_f1_score
 
 
 def label_agreement_fn() -> Callable[..., float]:
-    """The module's pure ``label_agreement_score(predictions, references)``."""
-    return _module_function("label_agreement", "label_agreement_score")
+    """The pure ``label_agreement_score(predictions, references)`` the module wraps."""
+    from biaslab.metrics.label_scores import label_agreement_score
+
+    return label_agreement_score

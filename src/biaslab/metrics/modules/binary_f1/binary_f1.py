@@ -5,12 +5,14 @@ positive at all (TP + FP + FN = 0) the score is ``zero_division`` (default 0.0),
 ``sklearn.metrics.f1_score`` returns by default (with a warning). GBEM-UA's QAAccMetric and the
 probability-set F1 use it with "yes" (the candidate may get the job) as the positive class.
 
-Load it offline by path: ``evaluate.load("<this folder>")``.
+Load it offline by path: ``evaluate.load("<this folder>")``. The formula is
+``biaslab.metrics.label_scores`` (numpy only), which the bootstrap loops call without importing ``evaluate``.
 """
 
 import datasets
 import evaluate
-import numpy as np
+
+from biaslab.metrics.label_scores import binary_f1_counts, binary_f1_from_counts
 
 _DESCRIPTION = "Binary F1 = 2TP / (2TP + FP + FN) of the positive class; zero_division when undefined."
 
@@ -25,24 +27,6 @@ Returns:
 """
 
 _CITATION = "Buleshnyi et al., GBEM-UA, UNLP 2025 (QAAccMetric); van Rijsbergen 1979 (F-measure)."
-
-
-def binary_f1_counts(predictions, references, pos_label=1):
-    """(tp, fp, fn) of the positive class; the pure function the module's ``_compute`` wraps."""
-    pred = np.asarray(predictions).astype(int) == int(pos_label)
-    ref = np.asarray(references).astype(int) == int(pos_label)
-    if pred.shape != ref.shape:
-        raise ValueError(f"predictions {pred.shape} and references {ref.shape} differ in shape")
-    tp = int(np.sum(pred & ref))
-    fp = int(np.sum(pred & ~ref))
-    fn = int(np.sum(~pred & ref))
-    return tp, fp, fn
-
-
-def binary_f1_score(predictions, references, pos_label=1, zero_division=0.0):
-    tp, fp, fn = binary_f1_counts(predictions, references, pos_label)
-    denominator = 2 * tp + fp + fn
-    return float(zero_division) if denominator == 0 else 2 * tp / denominator
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -60,6 +44,4 @@ class BinaryF1(evaluate.Metric):
 
     def _compute(self, predictions, references, pos_label=1, zero_division=0.0):
         tp, fp, fn = binary_f1_counts(predictions, references, pos_label)
-        denominator = 2 * tp + fp + fn
-        f1 = float(zero_division) if denominator == 0 else 2 * tp / denominator
-        return {"f1": float(f1), "tp": tp, "fp": fp, "fn": fn}
+        return {"f1": float(binary_f1_from_counts(tp, fp, fn, zero_division)), "tp": tp, "fp": fp, "fn": fn}

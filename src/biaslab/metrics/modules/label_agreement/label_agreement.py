@@ -6,12 +6,14 @@ answer for the matched female candidate (same profession, experience and relevan
 probability-set labels (label = P⁺ > P⁻). ``predictions`` and ``references`` are the two sequences
 (e.g. male and female labels); the measure is symmetric in them.
 
-Load it offline by path: ``evaluate.load("<this folder>")``.
+Load it offline by path: ``evaluate.load("<this folder>")``. The formula is
+``biaslab.metrics.label_scores`` (numpy only), which the bootstrap loops call without importing ``evaluate``.
 """
 
 import datasets
 import evaluate
-import numpy as np
+
+from biaslab.metrics.label_scores import label_agreement_score
 
 _DESCRIPTION = "Agreement = mean over items of [prediction == reference]; symmetric in its two inputs."
 
@@ -24,15 +26,6 @@ Returns:
 """
 
 _CITATION = "Buleshnyi et al., GBEM-UA, UNLP 2025 (QADiffMetric, probability accuracy)."
-
-
-def label_agreement_score(predictions, references):
-    """Mean of ``predictions == references`` (NaN when empty); the pure function ``_compute`` wraps."""
-    a = np.asarray(predictions).astype(int)
-    b = np.asarray(references).astype(int)
-    if a.shape != b.shape:
-        raise ValueError(f"the two label sequences differ in shape: {a.shape} vs {b.shape}")
-    return float(np.mean(a == b)) if a.size else float("nan")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
