@@ -293,7 +293,9 @@ def test_the_project_gate_on_a_workspace_with_the_benchmarks_own_statistics(tmp_
     assert same.passed and same.rows[0].ci == (0.0, 0.0)
     from biaslab.reporting import summary  # `biaslab summary` shows these verdicts
 
-    lines = {g.variant: g for g in summary.build(params, tmp_path).gate}
+    one_at_a_time = summary.build(params, tmp_path, workers=1).gate
+    assert summary.build(params, tmp_path, workers=2).gate == one_at_a_time  # two processes, the same lines
+    lines = {g.variant: g for g in one_at_a_time}
     assert lines["same"].passed and not lines["harmed"].passed
     assert lines["harmed"].failed[0].startswith("gbem_ua/qa_macro_f1: worse than the tolerance allows: Δ")
     assert lines["harmed"].failed[2].startswith("gbem_ua/qa_answers: collapsed: answer False gets 0.0%")

@@ -6,7 +6,8 @@ promotion gate says about each variant (paired on the stored predictions, :mod:`
 first failing rule and why), their registry versions, and where to look next. A variant whose mitigation
 did not apply (LoRA on a masked LM) is listed with its reason, outside the table and the gate. Everything is
 read from the pipeline's files (``metrics/<variant>.json``, ``data/predictions/<variant>/``,
-``runs/register.json``), so it needs no MLflow connection; the gate's paired bootstraps take seconds.
+``runs/register.json``), so it needs no MLflow connection; the gate's paired bootstraps take seconds of one
+core per variant, so the variants' verdicts run on every CPU at once (:func:`gate_lines`).
 """
 
 from __future__ import annotations
@@ -48,11 +49,38 @@ class Summary:
     skipped: dict[str, str] = field(default_factory=dict)  # variant -> why its mitigation did not apply
 
 
-def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -> Summary:
-    """Gather the summary from the pipeline's files under ``root``."""
-    from biaslab.outputs import metrics_file, paths, run_file
+def gate_line(params: Any, root: str | os.PathLike[str], name: str, base: str, primary: float) -> GateLine:
+    """The gate's verdict on variant ``name`` against ``base`` (:func:`biaslab.registry.evaluate_gate_for` on the
+    workspace's files), as a summary line. A top-level function, so a worker process can run it."""
     from biaslab.registry import evaluate_gate_for
     from biaslab.registry.evidence import LocalEvidence
+
+    verdict = evaluate_gate_for(params, LocalEvidence(Path(root)), name, base)
+    return GateLine(name, verdict.passed, [f"{r.metric}: {r.reason}" for r in verdict.failed], primary)
+
+
+def gate_lines(params: Any, root: str | os.PathLike[str], primaries: dict[str, float], base: str,
+               workers: int | None = None) -> list[GateLine]:
+    """:func:`gate_line` of every variant of ``primaries`` (name -> its first gate metric's distance to the
+    ideal), in that order. Each verdict is thousands of paired bootstrap resamples per rule (seconds of one
+    core), and the verdicts are independent, so up to ``workers`` (default: the CPUs) run at once, each in a
+    fresh (spawned) process: the same function on the same files, so the same lines as one at a time."""
+    names = list(primaries)
+    workers = min(len(names), workers or os.cpu_count() or 1)
+    if workers <= 1:
+        return [gate_line(params, root, n, base, primaries[n]) for n in names]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(gate_line, params, str(root), n, base, primaries[n]) for n in names]
+        return [f.result() for f in futures]
+
+
+def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base", workers: int | None = None) -> Summary:
+    """Gather the summary from the pipeline's files under ``root`` (the gate's verdicts :func:`gate_lines`,
+    ``workers`` at a time)."""
+    from biaslab.outputs import metrics_file, paths, run_file
     from biaslab.reporting.report import describe_model_source
 
     root = Path(root)
@@ -66,14 +94,13 @@ def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base") -
     if base not in loaded:
         raise FileNotFoundError(f"metrics/{base}.json not found; run `dvc repro` first")
     table = compare({n: vm.metrics for n, vm in loaded.items()}, headline_metrics(params.evaluation.benchmarks), base)
-    gate, conditions, evidence = [], list(params.registry.gate), LocalEvidence(root)
+    conditions = list(params.registry.gate)
+    primaries = {}
     for name, vm in loaded.items():
-        if name == base:
-            continue
-        verdict = evaluate_gate_for(params, evidence, name, base)
-        primary = vm.metrics.get(conditions[0].metric) if conditions else None
-        gate.append(GateLine(name, verdict.passed, [f"{r.metric}: {r.reason}" for r in verdict.failed],
-                             primary.distance_to_ideal() if primary is not None else float("inf")))
+        if name != base:
+            primary = vm.metrics.get(conditions[0].metric) if conditions else None
+            primaries[name] = primary.distance_to_ideal() if primary is not None else float("inf")
+    gate = gate_lines(params, root, primaries, base, workers)
     versions = run_file.registered_versions(root / paths.run_file("register"))
     return Summary(describe_model_source(params), table, gate, versions,
                    params.registry.model_name, [n for n in params.variants if n not in loaded and n not in skipped],
@@ -135,10 +162,11 @@ def render(summary: Summary, console: Any) -> None:
                   highlight=False)
 
 
-def print_summary(params: Any, root: str | os.PathLike[str] = ".", console: Any = None) -> Summary:
+def print_summary(params: Any, root: str | os.PathLike[str] = ".", console: Any = None,
+                  workers: int | None = None) -> Summary:
     """Build and print the summary (stdout, ``WIDTH`` columns unless ``console`` is given)."""
     from rich.console import Console
 
-    summary = build(params, root)
+    summary = build(params, root, workers=workers)
     render(summary, console or Console(width=WIDTH))
     return summary
