@@ -79,19 +79,32 @@ def aa_ci_highs(params, control, reseeded: list, table: str, statistic) -> list[
             for r, c in zip(reseeded, _controls(control, reseeded), strict=True)]
 
 
-def spill_over_margins(params, control, reseeded: list) -> dict:
-    """Per :data:`SPILL_OVER` family: each A/A pair's paired CI high of Δ badness (re-seeded control − control,
-    selection items, ``registry.bootstrap``; exact, item by item) and the margin
-    (:func:`biaslab.calibration.margins.prediction_margin`). ``control``: one model, or one per pair."""
+def gated_spill_over(params) -> dict[str, str]:
+    """Every family the project's gate holds to a spill-over margin -> its primary metric (the
+    ``paired_no_spill_over`` rules of :func:`biaslab.registry.gate.gate_conditions`): the families a check on
+    the test items reads. Only :data:`SPILL_OVER`'s have selection items to size a margin on."""
+    from biaslab.registry.gate import gate_conditions
+
+    primaries = {next(iter(metrics), None): family for family, metrics in params.calibrate.families.items()}
+    return {primaries[c.metric]: c.metric for c in gate_conditions(params)
+            if c.rule == "paired_no_spill_over" and c.metric in primaries}
+
+
+def spill_over_margins(params, control, reseeded: list, families: dict[str, str] | None = None) -> dict:
+    """Per family of ``families`` (family -> primary metric; default :data:`SPILL_OVER`): each A/A pair's paired
+    CI high of Δ badness (re-seeded control − control, ``registry.bootstrap``; exact, item by item: the gate's
+    own statistic) and the margin (:func:`biaslab.calibration.margins.prediction_margin`). ``control``: one
+    model, or one per pair. The pairs' tables decide the items (selection or test)."""
     from dataclasses import replace
 
     from biaslab.benchmarks.registry import item_statistics_of
     from biaslab.calibration.margins import prediction_margin
 
-    statistics = item_statistics_of(params.evaluation.benchmarks, list(SPILL_OVER.values()))
+    families = SPILL_OVER if families is None else families
+    statistics = item_statistics_of(params.evaluation.benchmarks, list(families.values()))
     out = {}
     first = _controls(control, reseeded)[0] if reseeded else control
-    for family, metric in SPILL_OVER.items():
+    for family, metric in families.items():
         if metric not in statistics or metric not in first.metrics:
             continue
         benchmark, statistic = statistics[metric]
@@ -234,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
                              "kept (its --out and --keep): pairs of different shared phases, on selection items; "
                              "repeat it to pool the pairs of several batches (a pair named twice is an error)")
     parser.add_argument("--items", choices=("select", "test"), default="select",
-                        help="with --from-draws: read the pairs on their selection items (sizing) or on the test "
-                             "items (a check against the committed margin: those items size nothing)")
+                        help="with --from-draws: read the pairs on their selection items (sizing OccuGender's "
+                             "margin) or on the test items (a check of every gated family against its committed "
+                             "margin, with the gate's own statistic: those items size nothing)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from biaslab.config import load_params
@@ -245,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     pin(params.scoring.cpu_arithmetic)  # as the stages compute
     if args.from_draws is not None:
         controls, reseeded_kept, names = pooled_draw_pairs(args.from_draws, items=args.items)
-        margins = spill_over_margins(params, controls, reseeded_kept)
+        families = SPILL_OVER if args.items == "select" else gated_spill_over(params)
+        margins = spill_over_margins(params, controls, reseeded_kept, families)
         print(f"| spill-over family ({args.items} items) | A/A pair | CI high of Δ badness |\n|---|---|---|")
         for family, row in margins.items():
             committed = params.registry.spill_over_margins.get(family)
@@ -256,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.items == "select":
                 margin = "n/a" if row["margin"] is None else f"{row['margin']:.3f}"
                 print(f"| {row['metric']} | **margin** (95 % prediction bound of {len(names)} pairs) | {margin} |")
+        if args.items == "test":
+            checked = [(family, high >= params.registry.spill_over_margins[family].tolerance)
+                       for family, row in margins.items() if family in params.registry.spill_over_margins
+                       for high in row["aa_ci_highs"]]
+            print(f"\ncommitted margins, the gate's own statistic: {sum(r for _, r in checked)} of {len(checked)} "
+                  f"rule evaluations refused ({len(names)} pairs x {len(margins)} families)")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"spill_over": margins, "pairs": names}, indent=2) + "\n", encoding="utf-8")
         return 0

@@ -228,3 +228,19 @@ def test_pooled_draw_pairs_keep_each_batchs_pairs_in_order_and_refuse_one_pair_t
     assert seen == [("a", "ma", "test"), ("b", "mb", "test")]
     with pytest.raises(SystemExit, match="committed seed 5 is already in an earlier --from-draws batch"):
         module.pooled_draw_pairs([(tmp_path / "a", tmp_path / "ma"), (tmp_path / "c", tmp_path / "mc")])
+
+
+def test_the_test_item_check_reads_every_family_the_gate_holds_to_a_spill_over_margin():
+    """``--items test`` checks every ``paired_no_spill_over`` rule of the committed gate, not only the families
+    with selection items: each family maps to the metric its rule reads."""
+    from biaslab.config import load_params
+    from biaslab.registry.gate import gate_conditions
+
+    module = load_bench_script("gate_tolerances")
+    params = load_params("params.yaml")
+    gated = module.gated_spill_over(params)
+    rules = sorted(c.metric for c in gate_conditions(params) if c.rule == "paired_no_spill_over")
+    assert sorted(gated.values()) == rules and set(gated) <= set(params.registry.spill_over_margins)
+    assert gated["occugender"] == module.SPILL_OVER["occugender"] and len(gated) == 4
+    for family, metric in gated.items():
+        assert next(iter(params.calibrate.families[family])) == metric  # the family's primary
