@@ -63,10 +63,12 @@ def gate_lines(params: Any, root: str | os.PathLike[str], primaries: dict[str, f
                workers: int | None = None) -> list[GateLine]:
     """:func:`gate_line` of every variant of ``primaries`` (name -> its first gate metric's distance to the
     ideal), in that order. Each verdict is thousands of paired bootstrap resamples per rule (seconds of one
-    core), and the verdicts are independent, so up to ``workers`` (default: the CPUs) run at once, each in a
-    fresh (spawned) process: the same function on the same files, so the same lines as one at a time."""
+    core), and the verdicts are independent, so up to ``workers`` (default: the CPUs this process may use) run
+    at once, each in a fresh (spawned) process: the same function on the same files, so the same lines as one
+    at a time."""
     names = list(primaries)
-    workers = min(len(names), workers or os.cpu_count() or 1)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = min(len(names), workers or usable)
     if workers <= 1:
         return [gate_line(params, root, n, base, primaries[n]) for n in names]
     import multiprocessing
