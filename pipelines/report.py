@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> None:
     for name, why in disabled_names(params).items():  # their metrics files say so; the report lists them
         print(f"report: {name} has no numbers: {why}")
     print(f"report -> {files.report_md}")
-    print_summary(params, ".")  # the last stage of dvc repro: one screen of what came out
+    print_summary(params, ".", workers=None)  # the last stage of dvc repro: one screen of what came out (every CPU)
 
 
 def run_report(params: Params, root: str | os.PathLike[str] = ".", *, accuracy: str | None = None,

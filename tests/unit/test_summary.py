@@ -86,3 +86,20 @@ def test_summary_suggests_the_passing_variant_closest_to_the_ideal_on_the_gates_
     text = console.export_text()
     assert summary.best_first(built.gate) == ["missing", "good"]  # params order is good, worse, missing
     assert "biaslab promote missing" in text and "(passed the gate: missing, good)" in text
+
+
+def test_a_script_without_a_main_guard_can_build_the_summary(tmp_path):
+    """Worker processes are spawned, and a spawned worker imports the caller's main script again: a plain
+    script (no ``if __name__ == "__main__":``) would die in it. So :func:`summary.build` is serial unless asked;
+    the ``report`` stage and ``biaslab summary`` ask for every CPU."""
+    import subprocess
+    import sys
+
+    write_project(tmp_path)
+    script = tmp_path / "plain.py"
+    script.write_text("from biaslab.config import load_params\nfrom biaslab.reporting import summary\n"
+                      f"built = summary.build(load_params({str(tmp_path / 'params.yaml')!r}), {str(tmp_path)!r})\n"
+                      "print([(g.variant, g.passed) for g in built.gate])\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "('good', True)" in done.stdout and "('worse', False)" in done.stdout

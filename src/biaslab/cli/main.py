@@ -181,7 +181,7 @@ def summary(params_file: str = PARAMS_OPT, root: Path = ROOT_OPT) -> None:
 
     params = _load(root, params_file)
     try:
-        one_screen.print_summary(params, root)
+        one_screen.print_summary(params, root, workers=None)  # the gate's verdicts on every CPU
     except (FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
 

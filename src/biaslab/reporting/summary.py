@@ -7,7 +7,8 @@ first failing rule and why), their registry versions, and where to look next. A 
 did not apply (LoRA on a masked LM) is listed with its reason, outside the table and the gate. Everything is
 read from the pipeline's files (``metrics/<variant>.json``, ``data/predictions/<variant>/``,
 ``runs/register.json``), so it needs no MLflow connection; the gate's paired bootstraps take seconds of one
-core per variant, so the variants' verdicts run on every CPU at once (:func:`gate_lines`).
+core per variant, so the ``report`` stage and ``biaslab summary`` run the variants' verdicts on every CPU at
+once (:func:`gate_lines`).
 """
 
 from __future__ import annotations
@@ -79,9 +80,12 @@ def gate_lines(params: Any, root: str | os.PathLike[str], primaries: dict[str, f
         return [f.result() for f in futures]
 
 
-def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base", workers: int | None = None) -> Summary:
+def build(params: Any, root: str | os.PathLike[str] = ".", base: str = "base", workers: int | None = 1) -> Summary:
     """Gather the summary from the pipeline's files under ``root`` (the gate's verdicts :func:`gate_lines`,
-    ``workers`` at a time)."""
+    ``workers`` at a time; ``None``: every usable CPU). The default is one: worker processes are spawned, and
+    a spawned process imports the caller's main script again, which a script without an
+    ``if __name__ == "__main__":`` guard does not survive; the ``report`` stage and ``biaslab summary`` ask
+    for every CPU."""
     from biaslab.outputs import metrics_file, paths, run_file
     from biaslab.reporting.report import describe_model_source
 
@@ -165,8 +169,9 @@ def render(summary: Summary, console: Any) -> None:
 
 
 def print_summary(params: Any, root: str | os.PathLike[str] = ".", console: Any = None,
-                  workers: int | None = None) -> Summary:
-    """Build and print the summary (stdout, ``WIDTH`` columns unless ``console`` is given)."""
+                  workers: int | None = 1) -> Summary:
+    """Build and print the summary (stdout, ``WIDTH`` columns unless ``console`` is given; ``workers`` as
+    :func:`build`)."""
     from rich.console import Console
 
     summary = build(params, root, workers=workers)
